@@ -1,0 +1,89 @@
+"""Model configuration and the course's presets."""
+from dataclasses import dataclass, asdict, replace
+
+NORMS = ("post", "pre")
+ACTIVATIONS = ("relu", "gelu")
+POSITIONALS = ("sinusoidal", "learned", "none")
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and switches of a transformer. Validated on construction.
+
+    The ablation switches (use_attention, use_ffn, use_residual, use_layernorm)
+    remove a part of every block; positional="none" removes positions.
+    """
+    vocab_size: int = 20
+    seq_len: int = 8
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 256
+    norm: str = "post"
+    activation: str = "relu"
+    positional: str = "sinusoidal"
+    causal: bool = False
+    tie_embeddings: bool = False
+    attn_bias: bool = False
+    head_bias: bool = True
+    ln_eps: float = 1e-5
+    dtype: str = "float32"
+    use_attention: bool = True
+    use_ffn: bool = True
+    use_residual: bool = True
+    use_layernorm: bool = True
+
+    def __post_init__(self):
+        for name in ("vocab_size", "seq_len", "d_model", "n_heads", "d_ff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
+            raise ValueError(f"ModelConfig.n_layers must be an integer >= 0, got {self.n_layers!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
+                             f"allowed n_heads: {[h for h in range(1, self.d_model + 1) if self.d_model % h == 0]}")
+        for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS),
+                              ("positional", POSITIONALS), ("dtype", DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is unknown; allowed: {', '.join(allowed)}")
+        for name in ("causal", "tie_embeddings", "attn_bias", "head_bias",
+                     "use_attention", "use_ffn", "use_residual", "use_layernorm"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"ModelConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
+            raise ValueError(f"ModelConfig.ln_eps must be a positive number, got {self.ln_eps!r}")
+
+    @property
+    def d_head(self):
+        return self.d_model // self.n_heads
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        unknown = set(changes) - set(asdict(self))
+        if unknown:
+            raise TypeError(f"unknown ModelConfig field(s): {', '.join(sorted(unknown))}; "
+                            f"allowed: {', '.join(asdict(self))}")
+        return replace(self, **changes)
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class presets:
+    """Named configurations: `presets.deep_dive()`, `presets.gpt2(**overrides)`."""
+
+    @staticmethod
+    def deep_dive(**overrides):
+        """The course's model: V=20, T=8, C=64, H=4, L=2, F=256, post-LN, ReLU, sinusoidal."""
+        return ModelConfig().replace(**overrides)
+
+    @staticmethod
+    def gpt2(**overrides):
+        """GPT-2: pre-LN, GELU, learned positions, causal, tied head, attention biases.
+        Defaults to GPT-2 small (V=50257, T=1024, C=768, H=12, L=12, F=3072)."""
+        base = ModelConfig(vocab_size=50257, seq_len=1024, d_model=768, n_heads=12, n_layers=12,
+                           d_ff=3072, norm="pre", activation="gelu", positional="learned",
+                           causal=True, tie_embeddings=True, attn_bias=True, head_bias=False)
+        return base.replace(**overrides)

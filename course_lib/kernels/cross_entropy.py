@@ -1,0 +1,52 @@
+"""Softmax cross-entropy, mean over scored targets; target -100 is not scored.
+
+loss = mean over scored rows n of  logsumexp(z_n) - z_n[y_n].
+Shapes: logits z (N, V), targets y (N,).
+"""
+import numpy as np
+
+from ._jit import kernel
+from .softmax import softmax_row
+
+IGNORE = -100
+
+
+@kernel
+def cross_entropy_forward(logits, targets):
+    """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss."""
+    N, V = logits.shape
+    probs = np.empty_like(logits)
+    total = 0.0
+    count = 0
+    for n in range(N):
+        softmax_row(logits[n], probs[n], V)
+        y = targets[n]
+        if y != IGNORE:
+            m = logits[n, 0]
+            for v in range(1, V):
+                m = max(m, logits[n, v])
+            s = 0.0
+            for v in range(V):
+                s += np.exp(logits[n, v] - m)
+            total += m + np.log(s) - logits[n, y]
+            count += 1
+    return total / max(count, 1), probs
+
+
+@kernel
+def cross_entropy_backward(probs, targets):
+    """dz = (p - onehot(y)) / n_scored on scored rows, 0 on ignored rows. -> (N, V)."""
+    N, V = probs.shape
+    count = 0
+    for n in range(N):
+        if targets[n] != IGNORE:
+            count += 1
+    inv = 1.0 / max(count, 1)
+    dz = np.zeros_like(probs)
+    for n in range(N):
+        y = targets[n]
+        if y != IGNORE:
+            for v in range(V):
+                dz[n, v] = probs[n, v] * inv
+            dz[n, y] -= inv
+    return dz

@@ -1,0 +1,31 @@
+"""Linear layer y = x @ W + b.
+
+Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O).
+"""
+import numpy as np
+
+from ._jit import kernel
+
+
+@kernel
+def linear_forward(x, w, b):
+    """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O)."""
+    y = x @ w
+    if b is not None:
+        for n in range(y.shape[0]):
+            for o in range(y.shape[1]):
+                y[n, o] += b[o]
+    return y
+
+
+@kernel
+def linear_backward(dy, x, w, has_bias):
+    """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,)."""
+    dx = dy @ w.T
+    dw = x.T @ dy
+    db = np.zeros(dy.shape[1], dtype=dy.dtype)
+    if has_bias:
+        for n in range(dy.shape[0]):
+            for o in range(dy.shape[1]):
+                db[o] += dy[n, o]
+    return dx, dw, db

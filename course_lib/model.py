@@ -1,0 +1,369 @@
+"""The transformer: parameters, forward (keeps a tape), loss, backward.
+
+Data flows one way: embed -> blocks -> head -> loss, then back through the same
+stations in reverse. Activations travel as 2-D arrays (N, C) with N = B * T.
+Each station calls one kernel pair from `course_lib.kernels`.
+"""
+from functools import lru_cache
+
+import numpy as np
+
+from .config import ModelConfig
+from .kernels import (
+    IGNORE, attention_backward, attention_forward, cross_entropy_backward, cross_entropy_forward,
+    embedding_backward, embedding_forward, gelu_backward, gelu_forward, layernorm_backward,
+    layernorm_forward, linear_backward, linear_forward, relu_backward, relu_forward,
+    residual_backward, residual_forward, sinusoidal_table,
+)
+
+
+def init_params(config, seed=0):
+    """Fresh parameters (dict name -> array), drawn from np.random.default_rng(seed).
+
+    Weights of a layer with fan-in n are N(0, 1/n), biases and LayerNorm beta 0, gamma 1.
+    Token (and learned position) embeddings are N(0, 1); when tied to the output
+    layer they get its N(0, 1/C) scale instead.
+    """
+    cfg = config
+    C, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    rng = np.random.default_rng(seed)
+    emb_std = C ** -0.5 if cfg.tie_embeddings else 1.0
+    p = {"tok_emb": rng.normal(0.0, emb_std, (V, C))}
+    if cfg.positional == "learned":
+        p["pos_emb"] = rng.normal(0.0, emb_std, (cfg.seq_len, C))
+
+    def layernorm(name):
+        if cfg.use_layernorm:
+            p[name + ".gamma"] = np.ones(C)
+            p[name + ".beta"] = np.zeros(C)
+
+    for i in range(cfg.n_layers):
+        b = f"blocks.{i}."
+        if cfg.use_attention:
+            for w in "qkvo":
+                p[f"{b}attn.w_{w}"] = rng.normal(0.0, C ** -0.5, (C, C))
+            if cfg.attn_bias:
+                for w in "qkvo":
+                    p[f"{b}attn.b_{w}"] = np.zeros(C)
+            layernorm(b + "ln1")
+        if cfg.use_ffn:
+            p[b + "ffn.w1"] = rng.normal(0.0, C ** -0.5, (C, F))
+            p[b + "ffn.b1"] = np.zeros(F)
+            p[b + "ffn.w2"] = rng.normal(0.0, F ** -0.5, (F, C))
+            p[b + "ffn.b2"] = np.zeros(C)
+            layernorm(b + "ln2")
+    if cfg.norm == "pre":
+        layernorm("ln_f")
+    if not cfg.tie_embeddings:
+        p["head.w"] = rng.normal(0.0, C ** -0.5, (C, V))
+        if cfg.head_bias:
+            p["head.b"] = np.zeros(V)
+    return {k: np.ascontiguousarray(v, dtype=cfg.dtype) for k, v in p.items()}
+
+
+@lru_cache(maxsize=8)
+def _sinusoidal(n_positions, d_model, dtype):
+    table = sinusoidal_table(n_positions, d_model, np.dtype(dtype))
+    table.flags.writeable = False
+    return table
+
+
+class Transformer:
+    """Transformer(config, seed=0, recompute=False).
+
+    recompute=True stores only each block's input during forward and re-runs the
+    block in backward: the same gradients, bit for bit, with less memory.
+    """
+
+    def __init__(self, config, seed=0, recompute=False):
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"Transformer needs a ModelConfig (e.g. cl.presets.deep_dive()), got {type(config).__name__}")
+        self.config = config
+        self.recompute = bool(recompute)
+        self.params = init_params(config, seed)
+        self._tape = None
+        self._loss_tape = None
+
+    # ----- sizes ---------------------------------------------------------
+    @property
+    def dtype(self):
+        return np.dtype(self.config.dtype)
+
+    @property
+    def n_params(self):
+        return int(sum(v.size for v in self.params.values()))
+
+    def astype(self, dtype):
+        """A copy of this model with config and parameters in `dtype` ('float32' or 'float64')."""
+        other = Transformer.__new__(Transformer)
+        other.config = self.config.replace(dtype=str(np.dtype(dtype)))
+        other.recompute = self.recompute
+        other.params = {k: v.astype(dtype, copy=True) for k, v in self.params.items()}
+        other._tape = other._loss_tape = None
+        return other
+
+    # ----- input checks --------------------------------------------------
+    def _check_tokens(self, tokens):
+        cfg = self.config
+        tokens = np.asarray(tokens)
+        if tokens.dtype == bool or not np.issubdtype(tokens.dtype, np.integer):
+            raise TypeError(f"tokens must be integer ids in 0..{cfg.vocab_size - 1}, got dtype {tokens.dtype}")
+        if tokens.ndim == 1:
+            tokens = tokens[None, :]
+        if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
+            raise ValueError(f"tokens must have shape (batch, time) with both sizes >= 1, got {tokens.shape}")
+        if tokens.shape[1] > cfg.seq_len:
+            raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's seq_len = {cfg.seq_len}")
+        bad = (tokens < 0) | (tokens >= cfg.vocab_size)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"token id {int(tokens[where])} at position {where} is out of range; "
+                             f"allowed ids: 0..{cfg.vocab_size - 1}")
+        return np.ascontiguousarray(tokens, dtype=np.int64)
+
+    def _check_targets(self, targets, shape):
+        V = self.config.vocab_size
+        targets = np.asarray(targets)
+        if targets.dtype == bool or not np.issubdtype(targets.dtype, np.integer):
+            raise TypeError(f"targets must be integer ids (or {IGNORE} for 'not scored'), got dtype {targets.dtype}")
+        if targets.ndim == 1 and len(shape) == 2 and shape[0] == 1:
+            targets = targets[None, :]
+        if targets.shape != shape:
+            raise ValueError(f"targets have shape {targets.shape}, but tokens have shape {shape}: they must match")
+        bad = ((targets < 0) | (targets >= V)) & (targets != IGNORE)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"target {int(targets[where])} at position {where} is out of range; "
+                             f"allowed: 0..{V - 1}, or {IGNORE} for 'not scored'")
+        if not (targets != IGNORE).any():
+            raise ValueError(f"every target is {IGNORE}: there is nothing to score")
+        return np.ascontiguousarray(targets, dtype=np.int64).ravel()
+
+    # ----- stations ------------------------------------------------------
+    def _positions(self):
+        cfg = self.config
+        if cfg.positional == "learned":
+            return self.params["pos_emb"]
+        if cfg.positional == "sinusoidal":
+            return _sinusoidal(cfg.seq_len, cfg.d_model, cfg.dtype)
+        return None
+
+    def _layernorm_forward(self, name, x):
+        if not self.config.use_layernorm:
+            return x, None
+        y, xhat, rstd = layernorm_forward(x, self.params[name + ".gamma"], self.params[name + ".beta"],
+                                          self.config.ln_eps)
+        return y, (xhat, rstd)
+
+    def _layernorm_backward(self, name, dy, tape, grads):
+        if tape is None:
+            return dy
+        dx, grads[name + ".gamma"], grads[name + ".beta"] = layernorm_backward(
+            dy, tape[0], tape[1], self.params[name + ".gamma"])
+        return dx
+
+    def _attention_forward(self, prefix, x, B, T):
+        P, cfg = self.params, self.config
+        w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
+        b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
+        qkv = linear_forward(x, w_qkv, b_qkv)
+        heads, att = attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
+        heads = heads.reshape(B * T, -1)
+        y = linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
+        return y, (x, w_qkv, qkv, att, heads)
+
+    def _attention_backward(self, prefix, dy, tape, grads):
+        x, w_qkv, qkv, att, heads = tape
+        bias = self.config.attn_bias
+        B, T = att.shape[0], att.shape[2]
+        dheads, grads[prefix + "w_o"], db_o = linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
+        dqkv = attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att).reshape(B * T, -1)
+        dx, dw_qkv, db_qkv = linear_backward(dqkv, x, w_qkv, bias)
+        C = x.shape[1]
+        for j, w in enumerate("qkv"):
+            grads[prefix + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
+            if bias:
+                grads[prefix + "b_" + w] = db_qkv[j * C:(j + 1) * C].copy()
+        if bias:
+            grads[prefix + "b_o"] = db_o
+        return dx
+
+    def _ffn_forward(self, prefix, x):
+        P = self.params
+        h = linear_forward(x, P[prefix + "w1"], P[prefix + "b1"])
+        a, t = (relu_forward(h), None) if self.config.activation == "relu" else gelu_forward(h)
+        y = linear_forward(a, P[prefix + "w2"], P[prefix + "b2"])
+        return y, (x, h, a, t)
+
+    def _ffn_backward(self, prefix, dy, tape, grads):
+        x, h, a, t = tape
+        P = self.params
+        da, grads[prefix + "w2"], grads[prefix + "b2"] = linear_backward(dy, a, P[prefix + "w2"], True)
+        dh = relu_backward(da, h) if t is None else gelu_backward(da, h, t)
+        dx, grads[prefix + "w1"], grads[prefix + "b1"] = linear_backward(dh, x, P[prefix + "w1"], True)
+        return dx
+
+    def _sublayer_forward(self, ln, f, x):
+        """Post-LN: y = LN(x + f(x)).  Pre-LN: y = x + f(LN(x)).  (No residual: drop the `x +`.)"""
+        cfg = self.config
+        if cfg.norm == "post":
+            fx, f_tape = f(x)
+            r = residual_forward(x, fx) if cfg.use_residual else fx
+            y, ln_tape = self._layernorm_forward(ln, r)
+        else:
+            u, ln_tape = self._layernorm_forward(ln, x)
+            fx, f_tape = f(u)
+            y = residual_forward(x, fx) if cfg.use_residual else fx
+        return y, (f_tape, ln_tape)
+
+    def _sublayer_backward(self, ln, f_backward, dy, tape, grads):
+        f_tape, ln_tape = tape
+        cfg = self.config
+        if cfg.norm == "post":
+            dr = self._layernorm_backward(ln, dy, ln_tape, grads)
+            dx, dfx = residual_backward(dr) if cfg.use_residual else (None, dr)
+            df_in = f_backward(dfx, f_tape, grads)
+            return df_in if dx is None else dx + df_in
+        dx, dfx = residual_backward(dy) if cfg.use_residual else (None, dy)
+        du = f_backward(dfx, f_tape, grads)
+        df_in = self._layernorm_backward(ln, du, ln_tape, grads)
+        return df_in if dx is None else dx + df_in
+
+    def _block_forward(self, i, x, B, T):
+        p, cfg, tape = f"blocks.{i}.", self.config, {}
+        if cfg.use_attention:
+            x, tape["attn"] = self._sublayer_forward(
+                p + "ln1", lambda u: self._attention_forward(p + "attn.", u, B, T), x)
+        if cfg.use_ffn:
+            x, tape["ffn"] = self._sublayer_forward(p + "ln2", lambda u: self._ffn_forward(p + "ffn.", u), x)
+        return x, tape
+
+    def _block_backward(self, i, dy, tape, grads):
+        p = f"blocks.{i}."
+        if "ffn" in tape:
+            dy = self._sublayer_backward(
+                p + "ln2", lambda d, t, g: self._ffn_backward(p + "ffn.", d, t, g), dy, tape["ffn"], grads)
+        if "attn" in tape:
+            dy = self._sublayer_backward(
+                p + "ln1", lambda d, t, g: self._attention_backward(p + "attn.", d, t, g), dy, tape["attn"], grads)
+        return dy
+
+    def _head_weight(self):
+        return self.params["tok_emb"].T if self.config.tie_embeddings else self.params["head.w"]
+
+    # ----- the whole model -----------------------------------------------
+    def _forward(self, tokens, rows=None):
+        """tokens (B, T) -> logits (M, V) for the chosen rows of the N = B*T positions (all if None)."""
+        cfg, P = self.config, self.params
+        B, T = tokens.shape
+        x = embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
+        tape = {"tokens": tokens, "embeddings": x, "blocks": [], "rows": rows}
+        for i in range(cfg.n_layers):
+            x_in = x
+            x, block_tape = self._block_forward(i, x, B, T)
+            tape["blocks"].append((x_in, None if self.recompute else block_tape, x))
+        if cfg.norm == "pre":
+            x, tape["ln_f"] = self._layernorm_forward("ln_f", x)
+        tape["final"] = x
+        xs = x if rows is None else x[rows]
+        tape["head_in"] = xs
+        logits = linear_forward(xs, self._head_weight(), P.get("head.b"))
+        self._tape = tape
+        return logits
+
+    def forward(self, tokens):
+        """tokens int (B, T) -> logits (B, T, V)."""
+        tokens = self._check_tokens(tokens)
+        self._loss_tape = None
+        return self._forward(tokens).reshape(*tokens.shape, self.config.vocab_size)
+
+    __call__ = forward
+
+    def loss(self, tokens, targets):
+        """Mean cross-entropy over targets != -100. Keeps the tape for backward()."""
+        tokens = self._check_tokens(tokens)
+        targets = self._check_targets(targets, tokens.shape)
+        rows = np.flatnonzero(targets != IGNORE)
+        if len(rows) == targets.size:
+            rows = None
+        logits = self._forward(tokens, rows)
+        scored = targets if rows is None else targets[rows]
+        loss, probs = cross_entropy_forward(logits, scored)
+        self._loss_tape = (probs, scored)
+        return float(loss)
+
+    def backward(self):
+        """Gradients of the last loss() for every parameter: dict with the keys and shapes of params."""
+        if self._loss_tape is None or self._tape is None:
+            raise ValueError("backward() needs a loss: call model.loss(tokens, targets) first "
+                             "(forward() alone does not define one)")
+        cfg, P, tape = self.config, self.params, self._tape
+        probs, scored = self._loss_tape
+        grads = {}
+        dlogits = cross_entropy_backward(probs, scored)
+        dxs, dw, db = linear_backward(dlogits, tape["head_in"], self._head_weight(), "head.b" in P)
+        tied_dw = None
+        if cfg.tie_embeddings:
+            tied_dw = dw.T
+        else:
+            grads["head.w"] = dw
+            if "head.b" in P:
+                grads["head.b"] = db
+        rows = tape["rows"]
+        if rows is None:
+            dx = dxs
+        else:
+            dx = np.zeros_like(tape["final"])
+            dx[rows] = dxs
+        if cfg.norm == "pre":
+            dx = self._layernorm_backward("ln_f", dx, tape["ln_f"], grads)
+        tokens = tape["tokens"]
+        B, T = tokens.shape
+        for i in reversed(range(cfg.n_layers)):
+            x_in, block_tape, _ = tape["blocks"][i]
+            if block_tape is None:
+                _, block_tape = self._block_forward(i, x_in, B, T)
+            dx = self._block_backward(i, dx, block_tape, grads)
+        d_tok, d_pos = embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
+        if tied_dw is not None:
+            d_tok += tied_dw
+        grads["tok_emb"] = d_tok
+        if cfg.positional == "learned":
+            grads["pos_emb"] = np.zeros_like(P["pos_emb"])
+            grads["pos_emb"][:T] = d_pos
+        return {k: grads[k] for k in P}
+
+    # ----- what plots and notebooks read -----------------------------------
+    @property
+    def cache(self):
+        """Named activations of the last forward/loss: 'embeddings' (B, T, C),
+        'blocks.{i}.input' / '.output' (B, T, C), 'blocks.{i}.attn.weights' (B, H, T, T),
+        'final' (B, T, C). Attention weights are absent in recompute mode."""
+        if self._tape is None:
+            return {}
+        tape = self._tape
+        B, T = tape["tokens"].shape
+        shape3 = (B, T, -1)
+        out = {"tokens": tape["tokens"], "embeddings": tape["embeddings"].reshape(shape3)}
+        for i, (x_in, block_tape, x_out) in enumerate(tape["blocks"]):
+            out[f"blocks.{i}.input"] = x_in.reshape(shape3)
+            out[f"blocks.{i}.output"] = x_out.reshape(shape3)
+            if block_tape is not None and "attn" in block_tape:
+                out[f"blocks.{i}.attn.weights"] = block_tape["attn"][0][3]
+        out["final"] = tape["final"].reshape(shape3)
+        return out
+
+    def attention(self, tokens):
+        """Attention weights per layer for `tokens`: list of (B, H, T, T) arrays."""
+        was = self.recompute
+        self.recompute = False
+        try:
+            self.forward(tokens)
+        finally:
+            self.recompute = was
+        return [self.cache[f"blocks.{i}.attn.weights"] for i in range(self.config.n_layers)
+                if f"blocks.{i}.attn.weights" in self.cache]
+
+    def predict(self, tokens):
+        """Most likely token id at the last position of each sequence: (B,)."""
+        return self.forward(tokens)[:, -1].argmax(-1)

@@ -1,0 +1,268 @@
+"""Optimisers (SGD with momentum, Adam, AdamW), gradient clipping and learning-rate schedules.
+
+Every optimiser updates `params` (dict name -> array) in place. A step checks all
+gradients first, so a bad call changes nothing.
+"""
+import math
+
+import numpy as np
+
+from .kernels._jit import kernel
+
+
+@kernel
+def sgd_update(p, g, buf, lr, momentum, weight_decay, first):
+    """buf = momentum * buf + (g + wd * p)  (buf = g on the first step); p -= lr * buf. Flat arrays."""
+    f = p.dtype.type
+    lr_, mu, wd = f(lr), f(momentum), f(weight_decay)
+    for i in range(p.size):
+        d = g[i] + wd * p[i]
+        if momentum != 0.0:
+            d = d if first else mu * buf[i] + d
+            buf[i] = d
+        p[i] -= lr_ * d
+
+
+@kernel
+def adam_update(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """One Adam(W) step on flat arrays, bias-corrected with the step counter t = step:
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+    Adam adds wd * p to g (L2); AdamW multiplies p by (1 - lr * wd) first (decoupled).
+    """
+    f = p.dtype.type                      # scalars in p's precision: the loop vectorises
+    lr_, b1, b2, eps_, wd = f(lr), f(beta1), f(beta2), f(eps), f(weight_decay)
+    c1, c2 = f(1.0 - beta1), f(1.0 - beta2)
+    s1, s2 = f(1.0 / (1.0 - beta1 ** step)), f(1.0 / (1.0 - beta2 ** step))
+    decay = f(1.0 - lr * weight_decay) if decoupled else f(1.0)
+    l2 = f(0.0) if decoupled else wd
+    for i in range(p.size):
+        pi = p[i] * decay
+        gi = g[i] + l2 * p[i]
+        mi = b1 * m[i] + c1 * gi
+        vi = b2 * v[i] + c2 * gi * gi
+        m[i] = mi
+        v[i] = vi
+        p[i] = pi - lr_ * (mi * s1) / (np.sqrt(vi * s2) + eps_)
+
+
+def _check_number(name, value, low=0.0, high=None, low_open=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(value):
+        raise TypeError(f"{name} must be a finite number, got {value!r}")
+    if value < low or (low_open and value == low) or (high is not None and value >= high):
+        bounds = f"{'>' if low_open else '>='} {low}" + (f" and < {high}" if high is not None else "")
+        raise ValueError(f"{name} must be {bounds}, got {value!r}")
+    return float(value)
+
+
+class Optimizer:
+    """Base: holds the params dict, checks gradients, counts steps."""
+
+    def __init__(self, params, lr):
+        if not isinstance(params, dict) or not params:
+            raise TypeError("params must be a non-empty dict name -> array, e.g. model.params")
+        for name, p in params.items():
+            if not (isinstance(p, np.ndarray) and p.dtype.kind == "f" and p.flags.c_contiguous):
+                raise TypeError(f"parameter {name!r} must be a C-contiguous float array")
+        self.params = params
+        self.lr = lr
+        self.t = 0
+
+    @property
+    def lr(self):
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = _check_number("learning rate lr", value)
+
+    def _check_grads(self, grads):
+        if not isinstance(grads, dict):
+            raise TypeError(f"grads must be a dict name -> array (as model.backward() returns), got {type(grads).__name__}")
+        missing = [k for k in self.params if k not in grads]
+        extra = [k for k in grads if k not in self.params]
+        if missing or extra:
+            raise ValueError(f"grads do not match params: missing {missing[:5]}, unexpected {extra[:5]}")
+        out = {}
+        for k, p in self.params.items():
+            g = grads[k]
+            if not isinstance(g, np.ndarray) or g.shape != p.shape:
+                raise ValueError(f"gradient {k!r} has shape {getattr(g, 'shape', None)}, parameter has {p.shape}")
+            out[k] = np.ascontiguousarray(g, dtype=p.dtype).reshape(-1)
+        return out
+
+    def _state_arrays(self):
+        return {}
+
+    def state_dict(self):
+        """Hyper-parameters, step counter and state arrays (copies)."""
+        return {"type": type(self).__name__, "hparams": self.hparams(), "t": self.t,
+                "arrays": {k: {n: a.copy() for n, a in d.items()} for k, d in self._state_arrays().items()}}
+
+    def load_state_dict(self, state):
+        if state["type"] != type(self).__name__:
+            raise ValueError(f"state is for {state['type']}, not {type(self).__name__}")
+        for key, arrays in self._state_arrays().items():
+            for name, a in arrays.items():
+                src = state["arrays"][key][name]
+                if src.shape != a.shape:
+                    raise ValueError(f"optimiser state {key}/{name} has shape {src.shape}, expected {a.shape}")
+                a[...] = src
+        self.t = int(state["t"])
+
+
+class SGD(Optimizer):
+    """SGD(params, lr, momentum=0.0, weight_decay=0.0) with PyTorch's momentum convention."""
+
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0):
+        super().__init__(params, lr)
+        self.momentum = _check_number("momentum", momentum, 0.0, 1.0)
+        self.weight_decay = _check_number("weight_decay", weight_decay)
+        self.buf = {k: np.zeros_like(p) for k, p in params.items()}
+
+    def hparams(self):
+        return {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay}
+
+    def _state_arrays(self):
+        return {"buf": self.buf}
+
+    def step(self, grads):
+        grads = self._check_grads(grads)
+        first = self.t == 0
+        self.t += 1
+        for k, p in self.params.items():
+            sgd_update(p.reshape(-1), grads[k], self.buf[k].reshape(-1), self.lr, self.momentum,
+                       self.weight_decay, first)
+
+
+class Adam(Optimizer):
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0): L2 decay, as in PyTorch."""
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr)
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        self.betas = (_check_number("beta1", betas[0], 0.0, 1.0), _check_number("beta2", betas[1], 0.0, 1.0))
+        self.eps = _check_number("eps", eps, low_open=True)
+        self.weight_decay = _check_number("weight_decay", weight_decay)
+        self.m = {k: np.zeros_like(p) for k, p in params.items()}
+        self.v = {k: np.zeros_like(p) for k, p in params.items()}
+
+    def hparams(self):
+        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+
+    def _state_arrays(self):
+        return {"m": self.m, "v": self.v}
+
+    def step(self, grads):
+        grads = self._check_grads(grads)
+        self.t += 1
+        b1, b2 = self.betas
+        for k, p in self.params.items():
+            adam_update(p.reshape(-1), grads[k], self.m[k].reshape(-1), self.v[k].reshape(-1),
+                        self.lr, b1, b2, self.eps, self.weight_decay, self.decoupled, self.t)
+
+
+class AdamW(Adam):
+    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01): decoupled decay."""
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+
+
+def global_norm(grads):
+    """sqrt(sum of squares of every gradient), accumulated in float64."""
+    return math.sqrt(sum(float(np.dot(g.ravel().astype(np.float64), g.ravel().astype(np.float64)))
+                         for g in grads.values()))
+
+
+def clip_grad_norm(grads, max_norm=1.0):
+    """Scale all gradients in place so their global norm is at most max_norm; return the norm before."""
+    max_norm = _check_number("max_norm", max_norm, low_open=True)
+    norm = global_norm(grads)
+    if norm > max_norm:
+        scale = max_norm / (norm + 1e-6)
+        for g in grads.values():
+            g *= g.dtype.type(scale)
+    return norm
+
+
+# ----- learning-rate schedules: callables step -> lr (step counts from 0) ---------
+class Schedule:
+    def __init__(self, lr):
+        self.base_lr = _check_number("lr", lr)
+
+    def __call__(self, step):
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        return self.base_lr * self.factor(int(step))
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(Schedule):
+    """lr at every step."""
+    def factor(self, step):
+        return 1.0
+
+
+class StepDecay(Schedule):
+    """lr * gamma ** (step // step_size)."""
+    def __init__(self, lr, step_size, gamma=0.1):
+        super().__init__(lr)
+        self.step_size = int(_check_number("step_size", step_size, low_open=True))
+        self.gamma = _check_number("gamma", gamma)
+
+    def factor(self, step):
+        return self.gamma ** (step // self.step_size)
+
+
+class Exponential(Schedule):
+    """lr * gamma ** step."""
+    def __init__(self, lr, gamma):
+        super().__init__(lr)
+        self.gamma = _check_number("gamma", gamma)
+
+    def factor(self, step):
+        return self.gamma ** step
+
+
+class Cosine(Schedule):
+    """From lr down to min_lr along half a cosine over total_steps, then min_lr."""
+    def __init__(self, lr, total_steps, min_lr=0.0):
+        super().__init__(lr)
+        self.total_steps = int(_check_number("total_steps", total_steps, low_open=True))
+        self.min_lr = _check_number("min_lr", min_lr)
+
+    def _cosine(self, done, span):
+        lo = self.min_lr / self.base_lr if self.base_lr else 0.0
+        return lo + (1.0 - lo) * 0.5 * (1.0 + math.cos(math.pi * min(done, span) / span))
+
+    def factor(self, step):
+        return self._cosine(step, self.total_steps)
+
+
+class WarmupCosine(Cosine):
+    """Linear warm-up from 0 to lr over warmup_steps, then cosine down to min_lr at total_steps."""
+    def __init__(self, lr, warmup_steps, total_steps, min_lr=0.0):
+        super().__init__(lr, total_steps, min_lr)
+        self.warmup_steps = int(_check_number("warmup_steps", warmup_steps))
+        if self.warmup_steps >= self.total_steps:
+            raise ValueError(f"warmup_steps ({warmup_steps}) must be smaller than total_steps ({total_steps})")
+
+    def factor(self, step):
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        return self._cosine(step - self.warmup_steps, self.total_steps - self.warmup_steps)
+
+
+SCHEDULES = {"constant": Constant, "step": StepDecay, "exponential": Exponential,
+             "cosine": Cosine, "warmup_cosine": WarmupCosine}

@@ -1,0 +1,94 @@
+"""The same transformer in PyTorch eager, for tests and benchmarks (PyTorch is optional).
+
+`TorchTransformer(model)` copies a course_lib model's parameters; `loss(tokens, targets)`
+and the parameters' `.grad` then compare one to one with course_lib's.
+"""
+import math
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover - depends on the machine
+    raise ImportError("course_lib.torch_reference needs PyTorch: pip install torch==2.13.0") from e
+
+from .kernels import sinusoidal_table
+
+
+class TorchTransformer:
+    def __init__(self, model):
+        self.cfg = cfg = model.config
+        dtype = getattr(torch, cfg.dtype)
+        self.params = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in model.params.items()}
+        self.pos = (torch.tensor(sinusoidal_table(cfg.seq_len, cfg.d_model), dtype=dtype)
+                    if cfg.positional == "sinusoidal" else None)
+
+    def parameters(self):
+        return list(self.params.values())
+
+    def _ln(self, name, x):
+        if not self.cfg.use_layernorm:
+            return x
+        return F.layer_norm(x, (x.shape[-1],), self.params[name + ".gamma"], self.params[name + ".beta"],
+                            self.cfg.ln_eps)
+
+    def _attn(self, p, x):
+        cfg, P = self.cfg, self.params
+        B, T, C = x.shape
+        H, D = cfg.n_heads, cfg.d_model // cfg.n_heads
+
+        def proj(w):
+            y = x @ P[p + "w_" + w]
+            return y + P[p + "b_" + w] if cfg.attn_bias else y
+        q, k, v = (proj(w).view(B, T, H, D).transpose(1, 2) for w in "qkv")
+        s = q @ k.transpose(-1, -2) / math.sqrt(D)
+        if cfg.causal:
+            s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        a = torch.softmax(s, dim=-1)
+        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ P[p + "w_o"]
+        return o + P[p + "b_o"] if cfg.attn_bias else o
+
+    def _ffn(self, p, x):
+        P = self.params
+        h = x @ P[p + "w1"] + P[p + "b1"]
+        h = torch.relu(h) if self.cfg.activation == "relu" else F.gelu(h, approximate="tanh")
+        return h @ P[p + "w2"] + P[p + "b2"]
+
+    def _sublayer(self, ln, f, x):
+        cfg = self.cfg
+        if cfg.norm == "post":
+            fx = f(x)
+            return self._ln(ln, x + fx if cfg.use_residual else fx)
+        fx = f(self._ln(ln, x))
+        return x + fx if cfg.use_residual else fx
+
+    def forward(self, tokens):
+        cfg, P = self.cfg, self.params
+        tokens = torch.as_tensor(np.asarray(tokens, dtype=np.int64))
+        T = tokens.shape[1]
+        x = P["tok_emb"][tokens]
+        if cfg.positional == "learned":
+            x = x + P["pos_emb"][:T]
+        elif cfg.positional == "sinusoidal":
+            x = x + self.pos[:T]
+        for i in range(cfg.n_layers):
+            b = f"blocks.{i}."
+            if cfg.use_attention:
+                x = self._sublayer(b + "ln1", lambda u: self._attn(b + "attn.", u), x)
+            if cfg.use_ffn:
+                x = self._sublayer(b + "ln2", lambda u: self._ffn(b + "ffn.", u), x)
+        if cfg.norm == "pre":
+            x = self._ln("ln_f", x)
+        if cfg.tie_embeddings:
+            return x @ P["tok_emb"].T
+        logits = x @ P["head.w"]
+        return logits + P["head.b"] if "head.b" in P else logits
+
+    def loss(self, tokens, targets):
+        logits = self.forward(tokens)
+        t = torch.as_tensor(np.asarray(targets, dtype=np.int64))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), ignore_index=-100)
+
+    def grads(self):
+        return {k: v.grad.detach().numpy() for k, v in self.params.items()}

@@ -1,0 +1,84 @@
+"""The book builds without warnings, and every page in _toc.yml is in the output.
+
+Runs `jupyter-book build book -W --keep-going --path-output <tmp>` from the repository
+root, as an instructor would, but into a temporary directory so that the working tree's
+`_build/` is left alone. The build executes every notebook (the temporary directory has
+an empty jupyter-cache), so this is the slowest test in the suite.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+jupyter_book = pytest.importorskip(
+    "jupyter_book", reason="jupyter-book is not installed; the book build cannot be tested"
+)
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read _toc.yml")
+
+ROOT = Path(__file__).resolve().parents[1]
+TOC = ROOT / "_toc.yml"
+BUILD_TIMEOUT = 30 * 60   # seconds; all notebooks are executed from scratch
+
+# The same interpreter as pytest, so the build uses this environment's jupyter-book.
+JB_CMD = [sys.executable, "-c",
+          "import sys; from jupyter_book.cli.main import main; sys.exit(main())"]
+
+
+def toc_files(toc_path=TOC):
+    """Every `file:` entry of a jb-book table of contents, root first, in order."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf8"))
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
+def _page_name(entry):
+    """'notebooks/01_x' or 'notebooks/01_x.ipynb' -> 'notebooks/01_x'."""
+    return str(Path(entry).with_suffix("")) if Path(entry).suffix in {".md", ".ipynb"} else entry
+
+
+@pytest.fixture(scope="module")
+def built_html(tmp_path_factory):
+    out = tmp_path_factory.mktemp("book")
+    cmd = JB_CMD + ["build", "book", "-W", "--keep-going", "--builder", "html",
+                    "--path-output", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    log = (proc.stdout + proc.stderr)[-6000:]
+    assert proc.returncode == 0, f"book build failed (exit {proc.returncode}):\n{log}"
+    html = out / "_build" / "html"
+    assert html.is_dir(), f"no HTML output in {html}:\n{log}"
+    return html
+
+
+def test_toc_lists_front_pages_and_notebooks():
+    files = [_page_name(f) for f in toc_files()]
+    assert files[0] == "intro"
+    for page in ["setup", "notation", "glossary", "references", "instructors"]:
+        assert page in files, f"{page} missing from _toc.yml"
+    notebooks = [f for f in files if f.startswith("notebooks/")]
+    assert notebooks, "no notebooks listed in _toc.yml"
+    for nb in notebooks:
+        assert (ROOT / f"{nb}.ipynb").is_file(), f"_toc.yml lists {nb}, but {nb}.ipynb does not exist"
+
+
+def test_every_toc_page_is_built(built_html):
+    missing = [f for f in map(_page_name, toc_files())
+               if not (built_html / f"{f}.html").is_file()]
+    assert not missing, f"pages listed in _toc.yml but not built: {missing}"
+
+
+def test_notebook_pages_show_exercises(built_html):
+    notebooks = [f for f in map(_page_name, toc_files()) if f.startswith("notebooks/")]
+    without = [nb for nb in notebooks
+               if "Exercise" not in (built_html / f"{nb}.html").read_text(encoding="utf8")]
+    assert not without, f"notebook pages without the word 'Exercise': {without}"

@@ -1,0 +1,205 @@
+"""Every kernel's backward against float64 central differences (rel error < 1e-6)."""
+import numpy as np
+import pytest
+
+from course_lib import kernels as K
+from course_lib.gradcheck import check_function, check_op, numerical_gradient, rel_error
+
+TOL = 1e-6
+rng = np.random.default_rng(0)
+
+
+def randn(*shape, scale=1.0):
+    return rng.standard_normal(shape) * scale
+
+
+def assert_all_small(errors):
+    assert errors and all(e < TOL for e in errors.values()), errors
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear(bias):
+    x, w, b = randn(5, 4), randn(4, 3), randn(3)
+    cache = {}
+
+    def forward(x, w, b):
+        return K.linear_forward(x, w, b if bias else None)
+
+    def backward(dy):
+        dx, dw, db = K.linear_backward(dy, x, w, bias)
+        return {"x": dx, "w": dw, "b": db}
+    errors = check_op(forward, backward, {"x": x, "w": w, "b": b})
+    if not bias:
+        errors.pop("b")
+    assert_all_small(errors)
+
+
+def test_linear_accepts_a_transposed_weight():
+    x, e = randn(5, 4), randn(3, 4)
+    np.testing.assert_allclose(K.linear_forward(x, e.T, None), x @ e.T, rtol=1e-12)
+
+
+def test_embedding_with_repeated_tokens_accumulates():
+    tokens = np.array([[3, 1, 3, 3], [0, 1, 2, 3]])
+    E, P = randn(5, 6), randn(4, 6)
+
+    def backward(dy):
+        d_tok, d_pos = K.embedding_backward(tokens, dy, 5)
+        return {"E": d_tok, "P": d_pos}
+    assert_all_small(check_op(lambda E, P: K.embedding_forward(tokens, E, P), backward, {"E": E, "P": P}))
+    dy = randn(2, 4, 6)
+    d_tok, _ = K.embedding_backward(tokens, dy, 5)
+    np.testing.assert_allclose(d_tok[3], dy[0, 0] + dy[0, 2] + dy[0, 3] + dy[1, 3], rtol=1e-12)
+    assert np.all(d_tok[4] == 0)
+
+
+def test_embedding_without_positions():
+    tokens = np.array([[1, 0]])
+    E = randn(2, 3)
+    np.testing.assert_array_equal(K.embedding_forward(tokens, E, None)[0], E[[1, 0]])
+
+
+def test_sinusoidal_table_interleaves_sin_and_cos():
+    P = K.sinusoidal_table(8, 6)
+    pos, i = 5, 1
+    assert P[pos, 2 * i] == pytest.approx(np.sin(pos / 10000 ** (2 * i / 6)))
+    assert P[pos, 2 * i + 1] == pytest.approx(np.cos(pos / 10000 ** (2 * i / 6)))
+    assert np.all(P[0, 0::2] == 0) and np.all(P[0, 1::2] == 1)
+
+
+@pytest.mark.parametrize("constant_row", [False, True])
+def test_layernorm(constant_row):
+    x, gamma, beta = randn(4, 8), 1 + randn(8, scale=0.3), randn(8)
+    if constant_row:
+        x[2] = 0.7      # var = 0: eps alone keeps 1/sqrt(var + eps) finite
+    eps = 1e-5
+    tape = {}
+
+    def forward(x, gamma, beta):
+        y, tape["xhat"], tape["rstd"] = K.layernorm_forward(x, gamma, beta, eps)
+        return y
+
+    def backward(dy):
+        dx, dg, db = K.layernorm_backward(dy, tape["xhat"], tape["rstd"], gamma)
+        return {"x": dx, "gamma": dg, "beta": db}
+    assert_all_small(check_op(forward, backward, {"x": x, "gamma": gamma, "beta": beta}))
+
+
+def test_layernorm_matches_definition():
+    x = randn(3, 10)
+    y, xhat, rstd = K.layernorm_forward(x, np.ones(10), np.zeros(10), 1e-5)
+    expected = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, expected, rtol=1e-12)
+
+
+def test_relu():
+    h = randn(6, 7)
+    h[np.abs(h) < 1e-3] = 0.5       # keep away from the kink, where the derivative is undefined
+    assert_all_small(check_op(K.relu_forward, lambda dy: {"h": K.relu_backward(dy, h)}, {"h": h}))
+
+
+def test_gelu_including_large_inputs():
+    h = randn(6, 7, scale=2.0)
+    h[0, :3] = [-12.0, 9.0, 30.0]
+    tape = {}
+
+    def forward(h):
+        y, tape["t"] = K.gelu_forward(h)
+        return y
+    assert_all_small(check_op(forward, lambda dy: {"h": K.gelu_backward(dy, h, tape["t"])}, {"h": h}))
+
+
+def test_gelu_is_the_tanh_approximation():
+    h = np.linspace(-4, 4, 9)[None, :]
+    y, _ = K.gelu_forward(h)
+    ref = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+    np.testing.assert_allclose(y, ref, rtol=1e-12)
+
+
+def test_residual_sends_the_gradient_down_both_paths():
+    x, fx = randn(3, 4), randn(3, 4)
+
+    def backward(dy):
+        dx, dfx = K.residual_backward(dy)
+        return {"x": dx, "fx": dfx}
+    assert_all_small(check_op(K.residual_forward, backward, {"x": x, "fx": fx}))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0])
+def test_softmax_stable_and_exact(scale):
+    x = randn(4, 6, scale=scale)
+    x[0] = [1000.0, 999.0, -1000.0, 998.5, 0.0, 1000.0]
+    y = K.softmax_forward(x)
+    assert np.all(np.isfinite(y)) and np.allclose(y.sum(1), 1.0)
+    h = 1e-5 if scale == 1.0 else 1e-3
+    errors = check_op(K.softmax_forward, lambda dy: {"x": K.softmax_backward(dy, K.softmax_forward(x))},
+                      {"x": x}, h=h)
+    assert_all_small(errors)
+
+
+def test_softmax_input_gradient_sums_to_zero():
+    x, dy = randn(3, 5), randn(3, 5)
+    dx = K.softmax_backward(dy, K.softmax_forward(x))
+    np.testing.assert_allclose(dx.sum(1), 0, atol=1e-14)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n_heads", [1, 2])
+def test_attention(causal, n_heads):
+    B, T, C = 2, 5, 4
+    qkv = randn(B, T, 3 * C)
+    tape = {}
+
+    def forward(qkv):
+        out, tape["att"] = K.attention_forward(qkv, n_heads, causal)
+        return out
+    assert_all_small(check_op(forward, lambda dy: {"qkv": K.attention_backward(dy, qkv, tape["att"])},
+                              {"qkv": qkv}))
+
+
+def test_attention_matches_definition_and_masks_the_future():
+    B, T, C, H = 1, 4, 6, 2
+    D = C // H
+    qkv = randn(B, T, 3 * C)
+    out, att = K.attention_forward(qkv, H, True)
+    for h in range(H):
+        q, k, v = (qkv[0, :, j * C + h * D: j * C + (h + 1) * D] for j in range(3))
+        s = q @ k.T / np.sqrt(D) + np.triu(np.full((T, T), -np.inf), 1)
+        a = np.exp(s - s.max(1, keepdims=True))
+        a /= a.sum(1, keepdims=True)
+        np.testing.assert_allclose(att[0, h], a, rtol=1e-12)
+        np.testing.assert_allclose(out[0, :, h * D:(h + 1) * D], a @ v, rtol=1e-12)
+    assert np.all(np.triu(att[0, 0], 1) == 0)
+    # The first position sees only itself: no gradient reaches a later key or value from it.
+    dout = np.zeros_like(out)
+    dout[0, 0] = randn(C)
+    dqkv = K.attention_backward(dout, qkv, att)
+    assert np.all(dqkv[0, 1:, C:] == 0)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_cross_entropy_with_ignored_targets(large):
+    z = randn(5, 7, scale=1000.0 if large else 1.0)
+    if large:
+        z[0, :3] = [1000.0, -1000.0, 999.0]
+    y = np.array([2, -100, 0, 6, -100])
+    loss, probs = K.cross_entropy_forward(z, y)
+    assert np.isfinite(loss)
+    ref = np.mean([np.log(np.sum(np.exp(z[n] - z[n].max()))) + z[n].max() - z[n, y[n]] for n in (0, 2, 3)])
+    assert loss == pytest.approx(ref, rel=1e-12)
+    dz = K.cross_entropy_backward(probs, y)
+    assert np.all(dz[[1, 4]] == 0)
+    h = 1e-3 if large else 1e-5
+    numerical = numerical_gradient(lambda: K.cross_entropy_forward(z, y)[0], z, h)
+    assert rel_error(dz, numerical) < TOL
+
+
+def test_gradcheck_catches_a_wrong_backward():
+    x = randn(4, 5)
+    wrong = check_op(K.softmax_forward, lambda dy: {"x": dy * K.softmax_forward(x)}, {"x": x})
+    assert wrong["x"] > 1e-2
+
+
+def test_check_function_needs_float64():
+    with pytest.raises(TypeError, match="float64"):
+        check_function(lambda: 0.0, {"x": np.ones(3, dtype=np.float32)}, {"x": np.zeros(3)})
