@@ -1,7 +1,7 @@
 """course_lib: a transformer, forward and backward, written by hand with NumPy and Numba."""
-from . import gradcheck, io, kernels, optim, task
+from . import checks, gradcheck, io, kernels, optim, task
 from .config import ModelConfig, presets
 from .model import Transformer, init_params
 
-__all__ = ["ModelConfig", "presets", "Transformer", "init_params", "gradcheck", "io", "kernels", "optim", "task"]
+__all__ = ["ModelConfig", "presets", "Transformer", "init_params", "checks", "gradcheck", "io", "kernels", "optim", "task"]
 __version__ = "0.1.0"

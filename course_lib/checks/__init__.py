@@ -1,0 +1,10 @@
+"""Exercise checkers used by the notebooks: `cl.checks.check_<exercise>(your_function)`.
+
+Each prints a one-line report (with a hint on failure) and returns a Result.
+The shared machinery is in `core`; one module per notebook holds its checkers
+and lists them in its __all__.
+"""
+from .core import CheckFailed, NotDone, Result, call, checker, expect_close, expect_shape, stage  # noqa: F401
+from .tokens import *  # noqa: F401,F403  notebook 01
+from .embeddings import *  # noqa: F401,F403  notebook 02
+from .attention import *  # noqa: F401,F403  notebook 03

@@ -1,0 +1,147 @@
+"""The machinery every exercise checker uses.
+
+A checker runs the learner's function through stages (shapes, a small case you
+can check by hand, random cases, edge cases) and stops at the first failure with
+a hint that names the likely bug. It never crashes: a stub that raises
+NotImplementedError gets "not done yet", any other exception a short report.
+
+    @checker("Exercise 3.1", "stable softmax")
+    def check_softmax(fn):
+        with stage("shapes"):
+            y = call(fn, x)
+            expect_shape(y, (2, 3))
+        with stage("hand-checkable case"):
+            expect_close(y, want, hint="is the maximum subtracted before exp?")
+"""
+import contextlib
+import functools
+import traceback
+
+import numpy as np
+
+
+class NotDone(Exception):
+    """The learner's function still raises NotImplementedError."""
+
+
+class CheckFailed(Exception):
+    def __init__(self, message, hint=None):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+class Result:
+    """What a checker found: passed, the stage it stopped at, message and hint."""
+
+    def __init__(self, exercise, passed, done=True, stage=None, message="", hint=None, n_stages=0):
+        self.exercise, self.passed, self.done = exercise, passed, done
+        self.stage, self.message, self.hint, self.n_stages = stage, message, hint, n_stages
+
+    def __bool__(self):
+        return self.passed
+
+    def __repr__(self):
+        state = "passed" if self.passed else ("not done" if not self.done else f"failed at {self.stage!r}")
+        return f"<{self.exercise}: {state}>"
+
+    def _ipython_display_(self):
+        """The checker already printed its report: show nothing more in a notebook."""
+
+
+_current = {"stage": None, "count": 0}
+
+
+@contextlib.contextmanager
+def stage(name):
+    """Name the stage the checks inside belong to (for the report)."""
+    _current["stage"] = name
+    _current["count"] += 1
+    yield
+
+
+def checker(exercise, title):
+    """Turn a function of the learner's function into a checker that prints a report and returns a Result."""
+    def wrap(body):
+        @functools.wraps(body)
+        def run(fn, *args, **kwargs):
+            label = f"{exercise} ({title})"
+            _current["stage"], _current["count"] = None, 0
+            if not callable(fn):
+                print(f"✗ {label}: pass your function itself, e.g. {body.__name__}(my_function), "
+                      f"not {type(fn).__name__}")
+                return Result(exercise, False, stage="call", message="not callable")
+            try:
+                body(fn, *args, **kwargs)
+            except NotDone:
+                print(f"… {label}: not done yet. Write your code between ### BEGIN SOLUTION and "
+                      f"### END SOLUTION, run that cell, then this one.")
+                return Result(exercise, False, done=False, message="not done yet")
+            except CheckFailed as e:
+                where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
+                print(f"✗ {label}{where}: {e.message}")
+                if e.hint:
+                    print(f"  Hint: {e.hint}")
+                return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint)
+            print(f"✓ {label}: all {_current['count']} stages passed.")
+            return Result(exercise, True, n_stages=_current["count"])
+        return run
+    return wrap
+
+
+def call(fn, *args, **kwargs):
+    """Call the learner's function on copies of the arguments; turn its exceptions into reports."""
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise NotDone() from None
+    except Exception as e:  # the learner's bug, reported, never a crash of the checker
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        where = f" (line {frame.lineno}: {frame.line})" if frame.line else ""
+        raise CheckFailed(f"your function raised {type(e).__name__}: {e}{where}",
+                          hint="run it on a small input by hand and print intermediate shapes")
+
+
+def as_array(value, what="your result"):
+    """The learner's output as a float array, or a clear failure."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        raise CheckFailed(f"{what} is a {type(value).__name__} of arrays, but one array was expected")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise CheckFailed(f"{what} should be a NumPy array of numbers, got {type(value).__name__}") from None
+    return arr
+
+
+def expect_shape(value, shape, what="your result", hint=None):
+    arr = as_array(value, what)
+    if arr.shape != tuple(shape):
+        raise CheckFailed(f"{what} has shape {arr.shape}, expected {tuple(shape)}", hint)
+    return arr
+
+
+def expect_finite(value, what="your result", hint=None):
+    arr = as_array(value, what)
+    if not np.all(np.isfinite(arr)):
+        raise CheckFailed(f"{what} contains NaN or infinity", hint)
+    return arr
+
+
+def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol=1e-9):
+    arr = as_array(value, what)
+    expected = np.asarray(expected, dtype=float)
+    if arr.shape != expected.shape:
+        raise CheckFailed(f"{what} has shape {arr.shape}, expected {expected.shape}", hint)
+    if not np.allclose(arr, expected, rtol=rtol, atol=atol, equal_nan=False):
+        bad = np.argwhere(~np.isclose(arr, expected, rtol=rtol, atol=atol))
+        idx = tuple(int(i) for i in bad[0]) if bad.size else ()
+        got_v = arr[idx] if idx else arr
+        want_v = expected[idx] if idx else expected
+        raise CheckFailed(f"{what} is wrong at index {idx}: got {np.round(got_v, 6)}, expected "
+                          f"{np.round(want_v, 6)} ({len(bad)} of {arr.size} entries differ)", hint)
+    return arr
+
+
+def expect_equal(value, expected, what="your result", hint=None):
+    if value != expected:
+        raise CheckFailed(f"{what} is {value!r}, expected {expected!r}", hint)

@@ -1,0 +1,2 @@
+"""Checkers (being written)."""
+__all__ = []
