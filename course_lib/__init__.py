@@ -1,5 +1,5 @@
 """course_lib: a transformer, forward and backward, written by hand with NumPy and Numba."""
-from . import checks, gradcheck, io, kernels, optim, task
+from . import checks, gradcheck, io, kernels, optim, task, train
 from .config import ModelConfig, presets
 from .model import Transformer, init_params
 

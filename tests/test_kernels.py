@@ -203,3 +203,8 @@ def test_gradcheck_catches_a_wrong_backward():
 def test_check_function_needs_float64():
     with pytest.raises(TypeError, match="float64"):
         check_function(lambda: 0.0, {"x": np.ones(3, dtype=np.float32)}, {"x": np.zeros(3)})
+
+
+def test_relu_keeps_nan_visible():
+    y = K.relu_forward(np.array([[np.nan, -1.0, 2.0]]))
+    assert np.isnan(y[0, 0]) and y[0, 1] == 0 and y[0, 2] == 2

@@ -14,11 +14,11 @@ GELU_B = 0.044715
 
 @kernel
 def relu_forward(h):
-    """y = max(h, 0)."""
+    """y = max(h, 0). A NaN stays NaN, so a broken input shows in the loss."""
     y = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
-            y[i, j] = h[i, j] if h[i, j] > 0 else 0.0
+            y[i, j] = 0.0 if h[i, j] <= 0 else h[i, j]
     return y
 
 

@@ -1,0 +1,97 @@
+"""Command line: `python -m course_lib train --preset deep_dive --seed 0 --out model.npz`."""
+import argparse
+import math
+import sys
+import time
+
+from . import io, optim, task, train
+from .config import presets
+from .model import Transformer
+
+PRESETS = {"deep_dive": presets.deep_dive}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m course_lib", description="course_lib commands")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train the course model on the operations task",
+                       description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
+                                   "on the held-out test split and the wall time, and save it. Ctrl-C stops "
+                                   "cleanly and keeps the best model so far.",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    t.add_argument("--preset", choices=sorted(PRESETS), default="deep_dive", help="model configuration")
+    t.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batch order")
+    t.add_argument("--split-seed", type=int, default=0, help="seed of the train/validation/test split")
+    t.add_argument("--n-train", type=int, default=4000, help="number of training problems (of 5,000)")
+    t.add_argument("--epochs", type=int, default=20, help="passes over the training set")
+    t.add_argument("--batch-size", type=int, default=32, help="problems per step")
+    t.add_argument("--optimizer", choices=sorted(optim.OPTIMIZERS), default="adam", help="optimiser")
+    t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    t.add_argument("--weight-decay", type=float, default=0.0, help="weight decay (L2 for adam/sgd, decoupled for adamw)")
+    t.add_argument("--momentum", type=float, default=0.9, help="momentum (sgd only)")
+    t.add_argument("--schedule", choices=sorted(optim.SCHEDULES), default="warmup_cosine",
+                   help="learning-rate schedule")
+    t.add_argument("--warmup", type=int, default=100, help="warm-up steps (warmup_cosine)")
+    t.add_argument("--clip", type=float, default=1.0, help="max global gradient norm (0: no clipping)")
+    t.add_argument("--patience", type=int, default=None, help="stop after this many epochs without improvement")
+    t.add_argument("--out", default="model.npz", help="where to save the trained model (.npz)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def make_schedule(name, lr, total, warmup):
+    if name == "constant":
+        return optim.Constant(lr)
+    if name == "cosine":
+        return optim.Cosine(lr, total)
+    if name == "warmup_cosine":
+        return optim.WarmupCosine(lr, min(warmup, total - 1), total)
+    if name == "step":
+        return optim.StepDecay(lr, step_size=max(1, total // 3), gamma=0.1)
+    return optim.Exponential(lr, gamma=0.01 ** (1 / total))
+
+
+def cmd_train(args):
+    t0 = time.perf_counter()
+    data = task.splits(args.split_seed, n_train=args.n_train)
+    model = Transformer(PRESETS[args.preset](), seed=args.seed)
+    kwargs = {"lr": args.lr, "weight_decay": args.weight_decay}
+    if args.optimizer == "sgd":
+        kwargs["momentum"] = args.momentum
+    opt = optim.OPTIMIZERS[args.optimizer](model.params, **kwargs)
+    total = args.epochs * math.ceil(args.n_train / args.batch_size)
+    print(f"training {args.preset} ({model.n_params:,} parameters) on {args.n_train} problems: "
+          f"{args.epochs} epochs x {math.ceil(args.n_train / args.batch_size)} steps, {args.optimizer} "
+          f"lr {args.lr:g} ({args.schedule}), batch {args.batch_size}, seed {args.seed}", flush=True)
+    hist = train.fit(model, opt, data["train"], data["val"], epochs=args.epochs, batch_size=args.batch_size,
+                     seed=args.seed, schedule=make_schedule(args.schedule, args.lr, total, args.warmup),
+                     clip=args.clip or None, patience=args.patience, checkpoint=args.out,
+                     progress=not args.no_progress)
+    if hist.interrupted:
+        print(f"interrupted after {len(hist.step)} steps: keeping the best model so far "
+              f"(epoch {hist.best_epoch}, validation accuracy {hist.best_val_acc:.4f})")
+    test = train.evaluate(model, *data["test"])
+    io.save(model, args.out, opt, extra={"test_acc": test["acc"], "best_epoch": hist.best_epoch})
+    per_op = "  ".join(f"{op} {acc:.3f}" for op, acc in test["acc_per_op"].items())
+    print(f"best epoch {hist.best_epoch}: validation accuracy {hist.best_val_acc:.4f}")
+    print(f"test accuracy {test['acc']:.4f} on {len(data['test'][0])} held-out problems ({per_op})")
+    print(f"wall time {time.perf_counter() - t0:.1f} s; saved to {args.out}")
+    return 130 if hist.interrupted else 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    for name in ("epochs", "batch_size", "n_train"):
+        if getattr(args, name) <= 0:
+            build_parser().error(f"--{name.replace('_', '-')} must be a positive integer")
+    if args.n_train + 1000 > task.N_PROBLEMS:
+        build_parser().error(f"--n-train can be at most {task.N_PROBLEMS - 1000} (1,000 problems are held out)")
+    try:
+        return cmd_train(args)
+    except (ValueError, TypeError, train.TrainingDiverged) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib import train
+from course_lib.__main__ import main
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    return cl.task.splits(seed=1, n_train=400, n_val=200, n_test=200)
+
+
+def quick_fit(data, seed=0, **kwargs):
+    model = cl.Transformer(cl.presets.deep_dive(), seed=seed)
+    opt = cl.optim.Adam(model.params, lr=2e-3)
+    kwargs.setdefault("epochs", 2)
+    hist = train.fit(model, opt, data["train"], data["val"], batch_size=50, seed=seed, progress=False, **kwargs)
+    return model, opt, hist
+
+
+def test_history_is_complete_and_consistent(small_data):
+    model, _, hist = quick_fit(small_data, snapshot_steps=(0, 8, 16), epochs=2)
+    assert hist.step == list(range(16)) and len(hist.loss) == len(hist.lr) == len(hist.grad_norm) == 16
+    assert set(hist.grad_norm_by_group) == {"embed", "block 0", "block 1", "head"}
+    for g in hist.grad_norm_by_group.values():
+        assert len(g) == 16 and all(v > 0 for v in g)
+    total = np.sqrt(sum(np.square(v) for v in hist.grad_norm_by_group.values()))
+    np.testing.assert_allclose(total, hist.grad_norm, rtol=1e-9)
+    assert hist.epoch == [0, 1] and hist.eval_step == [8, 16]
+    assert set(hist.val_acc_per_op) == set(cl.task.OPERATIONS)
+    assert [s["step"] for s in hist.snapshots] == [0, 8, 16]
+    assert hist.snapshots[0]["attention"].shape == (2, 4, 8, 8)
+    assert not np.array_equal(hist.snapshots[0]["tok_emb"], hist.snapshots[-1]["tok_emb"])
+    arrays = hist.to_arrays()
+    assert arrays["loss"].shape == (16,) and arrays["val_acc/Max"].shape == (2,)
+    # the restored model is the best epoch's, and its accuracy is what the history says
+    val = train.evaluate(model, *small_data["val"])
+    assert val["acc"] == hist.val_acc[hist.best_epoch] == hist.best_val_acc
+    assert val["loss"] == pytest.approx(hist.val_loss[hist.best_epoch], rel=1e-12)
+    assert hist.loss[-1] < hist.loss[0]
+
+
+def test_same_seed_gives_identical_histories(small_data):
+    _, _, a = quick_fit(small_data)
+    _, _, b = quick_fit(small_data)
+    for k, v in a.to_arrays().items():
+        np.testing.assert_array_equal(v, b.to_arrays()[k], err_msg=k)
+
+
+def test_nan_loss_is_caught_with_the_step_named(small_data):
+    def poison(step, hist):
+        if step == 3:
+            model.params["blocks.0.ffn.w1"][0, 0] = np.nan
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    opt = cl.optim.Adam(model.params)
+    with pytest.raises(train.TrainingDiverged, match="loss became nan at step 3"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, progress=False, callback=poison)
+
+
+def test_infinite_gradient_is_caught_with_the_parameter_named(small_data, monkeypatch):
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    backward = model.backward
+    calls = []
+
+    def bad_backward():
+        grads = backward()
+        calls.append(1)
+        if len(calls) == 5:
+            grads["blocks.1.ffn.b2"][3] = np.inf
+        return grads
+    monkeypatch.setattr(model, "backward", bad_backward)
+    opt = cl.optim.Adam(model.params)
+    before = None
+
+    def remember(step, hist):
+        nonlocal before
+        before = {k: v.copy() for k, v in model.params.items()}
+    with pytest.raises(train.TrainingDiverged, match=r"gradient of 'blocks.1.ffn.b2' .* at step 4"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, progress=False,
+                  callback=remember, restore_best=False)
+    assert all(np.array_equal(before[k], model.params[k]) for k in before)   # the bad step was not applied
+
+
+def test_interrupted_run_leaves_a_loadable_checkpoint(small_data, tmp_path):
+    path = tmp_path / "ckpt.npz"
+
+    def interrupt(step, hist):
+        if step == 12:
+            raise KeyboardInterrupt
+    model, _, hist = quick_fit(small_data, epochs=3, checkpoint=path, callback=interrupt)
+    assert hist.interrupted and len(hist.step) == 12 and hist.best_epoch == 0
+    loaded, opt, extra = cl.io.load_checkpoint(path)
+    assert extra["epoch"] == 0 and opt.t == 8
+    for k in model.params:
+        np.testing.assert_array_equal(loaded.params[k], model.params[k])
+    loaded.forward(small_data["test"][0][:3])
+
+
+def test_early_stopping(small_data):
+    _, _, hist = quick_fit(small_data, epochs=30, patience=1)
+    assert hist.stopped_early and len(hist.epoch) < 30
+    assert len(hist.epoch) - 1 - hist.best_epoch == 1
+
+
+def test_bad_arguments(small_data):
+    model = cl.Transformer(cl.presets.deep_dive())
+    opt = cl.optim.Adam(model.params)
+    with pytest.raises(ValueError, match="epochs must be a positive integer"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=0)
+    with pytest.raises(ValueError, match="another params dict"):
+        train.fit(model, cl.optim.Adam(dict(model.params)), small_data["train"], small_data["val"])
+    with pytest.raises(TypeError, match="pair"):
+        train.fit(model, opt, small_data["train"][0], small_data["val"])
+    with pytest.raises(ValueError, match="clip"):
+        train.fit(model, opt, small_data["train"], small_data["val"], clip=-1)
+
+
+@pytest.mark.parametrize("seed, n_train", [(0, 4000), (1, 500), (7, 2000)])
+def test_test_split_never_overlaps_training(seed, n_train):
+    data = cl.task.splits(seed, n_train=n_train)
+    train_rows = {r.tobytes() for r in data["train"][0]}
+    assert not any(r.tobytes() in train_rows for r in data["test"][0])
+    assert not any(r.tobytes() in train_rows for r in data["val"][0])
+
+
+def test_command_trains_prints_and_saves(tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    code = main(["train", "--epochs", "2", "--n-train", "300", "--batch-size", "50", "--out", str(out),
+                 "--no-progress", "--lr", "3e-3"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    acc = float(re.search(r"test accuracy (\d\.\d+)", printed).group(1))
+    assert re.search(r"wall time \d+\.\d s", printed)
+    model = cl.io.load(out)
+    data = cl.task.splits(0, n_train=300)
+    assert train.evaluate(model, *data["test"])["acc"] == pytest.approx(acc, abs=5e-5)
+
+
+def test_command_help_and_bad_options():
+    help_text = subprocess.run([sys.executable, "-m", "course_lib", "train", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    for option in ("--preset", "--seed", "--epochs", "--batch-size", "--optimizer", "--lr", "--schedule",
+                   "--clip", "--out"):
+        assert option in help_text
+    bad = subprocess.run([sys.executable, "-m", "course_lib", "train", "--epochs", "0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--epochs must be a positive integer" in bad.stderr
+
+
+def test_experiment_runner_table():
+    rows = train.run_experiments({"full": {}, "no attention": {"use_attention": False}, "small": {"n_train": 200}},
+                                 seeds=(0, 1), epochs=1)
+    assert [r["name"] for r in rows] == ["full", "no attention", "small"]
+    assert all(len(r["accs"]) == 2 and 0 <= r["mean"] <= 1 for r in rows)
+    assert "no attention" in train.format_table(rows)
