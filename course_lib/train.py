@@ -212,11 +212,12 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     return hist
 
 
-def run_experiments(experiments, seeds=(0, 1, 2), *, base=None, split_seed=0, epochs=20, batch_size=32,
-                    lr=2e-3, progress=False):
+def run_experiments(experiments, seeds=(0, 1, 2), *, base=None, split_seed=0, steps=2500, batch_size=32,
+                    lr=1e-3, progress=False):
     """Train every experiment with every seed; held-out (test split) accuracy per experiment.
 
     experiments: dict name -> dict of ModelConfig overrides, plus optionally 'n_train' (training-set size).
+    Every run takes about `steps` steps (whole epochs), whatever its training-set size.
     -> list of dicts (name, mean, std, accs), in the given order.
     """
     from .config import presets
@@ -231,10 +232,13 @@ def run_experiments(experiments, seeds=(0, 1, 2), *, base=None, split_seed=0, ep
         for seed in seeds:
             data = task.splits(split_seed, n_train=n_train)
             model = Transformer(cfg, seed=seed)
-            steps = epochs * math.ceil(n_train / batch_size)
+            per_epoch = math.ceil(n_train / batch_size)
+            epochs = max(1, round(steps / per_epoch))
+            total = epochs * per_epoch
             opt = optim.Adam(model.params, lr=lr)
             fit(model, opt, data["train"], data["val"], epochs=epochs, batch_size=batch_size, seed=seed,
-                schedule=optim.WarmupCosine(lr, min(100, steps // 10), steps), clip=1.0, progress=progress)
+                schedule=optim.WarmupCosine(lr, max(1, min(100, total // 10)), total), clip=1.0,
+                progress=progress)
             accs.append(evaluate(model, *data["test"])["acc"])
         rows.append({"name": name, "mean": float(np.mean(accs)), "std": float(np.std(accs)), "accs": accs})
     return rows

@@ -154,7 +154,7 @@ def test_command_help_and_bad_options():
 
 def test_experiment_runner_table():
     rows = train.run_experiments({"full": {}, "no attention": {"use_attention": False}, "small": {"n_train": 200}},
-                                 seeds=(0, 1), epochs=1)
+                                 seeds=(0, 1), steps=10)
     assert [r["name"] for r in rows] == ["full", "no attention", "small"]
     assert all(len(r["accs"]) == 2 and 0 <= r["mean"] <= 1 for r in rows)
     assert "no attention" in train.format_table(rows)

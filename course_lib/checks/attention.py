@@ -1,2 +1,445 @@
-"""Checkers (being written)."""
-__all__ = []
+"""Checkers for notebook 03, single-head attention.
+
+    cl.checks.check_stable_softmax(softmax)                      # Exercise 3.1: row-wise softmax
+    cl.checks.check_single_head_attention(attention)             # Exercise 3.2: (out, A)
+    cl.checks.check_softmax_backward(softmax_backward)           # Exercise 3.3: dx = y * (dy - sum(dy * y))
+    cl.checks.check_single_head_attention_backward(attention_backward)  # Exercise 3.4: dQ, dK, dV
+
+Expected values come from NumPy formulas written here, never from the learner's function.
+When a result is wrong, the checker also computes the usual mistakes and names the one
+that matches, so the hint points at the actual bug. The inputs of every call keep all
+rows of one array within a small range of each other: subtracting the maximum of the
+whole array (instead of each row's maximum) is then exact too, and is accepted.
+"""
+import numpy as np
+
+from .core import CheckFailed, as_array, call, checker, expect_close, expect_finite, expect_shape, stage
+
+__all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
+           "check_single_head_attention_backward"]
+
+_KEEPDIMS_HINT = ("a reduction over each row (max or sum with axis=-1) gives shape (N,); keep it as (N, 1) "
+                  "with keepdims=True so that it broadcasts against (N, K)")
+
+
+# ----------------------------------------------------------------------------------------
+# helpers: reference formulas and mistake diagnosis
+# ----------------------------------------------------------------------------------------
+
+def _run(fn, *args, matmul_hint=None):
+    """Call the learner's function quietly (overflow warnings are the checker's to explain).
+
+    matmul_hint: the hint for a matrix product of mismatched shapes (names the expected shapes).
+    """
+    try:
+        with np.errstate(all="ignore"):
+            result = call(fn, *args)
+    except CheckFailed as e:
+        if "broadcast" in e.message:
+            raise CheckFailed(e.message, _KEEPDIMS_HINT) from None
+        if matmul_hint and ("matmul" in e.message or "not aligned" in e.message):
+            raise CheckFailed(e.message, matmul_hint) from None
+        raise
+    if result is None:
+        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
+    return result
+
+
+def _softmax(x, axis=-1):
+    """Reference row-wise softmax in float64 (row maximum subtracted)."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _attention(Q, K, V, scale=None):
+    """Reference single-head attention: out = softmax(Q K^T / sqrt(D)) V, and A."""
+    D = Q.shape[-1]
+    S = (Q @ K.T) * (1.0 / np.sqrt(D) if scale is None else scale)
+    A = _softmax(S)
+    return A @ V, A
+
+
+def _softmax_backward(dy, y):
+    """Reference: dx = y * (dy - sum_j dy_j y_j), per row."""
+    return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))
+
+
+def _attention_backward(dout, Q, K, V, A, softmax_backward=_softmax_backward, scale=None):
+    """Reference single-head backward: (dQ, dK, dV)."""
+    s = 1.0 / np.sqrt(Q.shape[-1]) if scale is None else scale
+    dV = A.T @ dout
+    dS = softmax_backward(dout @ V.T, A)
+    return dS @ K * s, dS.T @ Q * s, dV
+
+
+def _diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
+    """Fail with the hint of the first known mistake that `got` reproduces, else `default_hint`.
+
+    mistakes: list of (callable giving the wrong array, hint). Returns `got` as an array
+    when it matches `expected`.
+    """
+    arr = as_array(got, what)
+    expected = np.asarray(expected, dtype=float)
+    if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
+        return arr
+    hint = default_hint
+    for wrong, wrong_hint in mistakes:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = np.asarray(wrong(), dtype=float)
+        except Exception:  # a mistake that cannot even be formed for this input
+            continue
+        if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
+            hint = wrong_hint
+            break
+    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
+
+
+def _pair(result, names, what):
+    """The learner's tuple (out, A) / (dQ, dK, dV) as a list of arrays, or a clear failure."""
+    n = len(names)
+    if not isinstance(result, (tuple, list)) or len(result) != n or isinstance(result, np.ndarray):
+        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
+                          hint=f"end your function with `return {', '.join(names)}`")
+    return [as_array(r, name) for r, name in zip(result, names)]
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 3.1: stable softmax
+# ----------------------------------------------------------------------------------------
+
+_SOFTMAX_HINT = "softmax(x)[i, j] = exp(x[i, j]) / sum_k exp(x[i, k]): each row on its own"
+_OVERFLOW_HINT = ("subtract each row's maximum before np.exp: exp(1000) overflows to inf and inf / inf is nan, "
+                  "exp(-1000) underflows to 0 and 0 / 0 is nan; after the shift the largest term is exp(0) = 1")
+
+
+def _rows_sum_to_one(y, what="your result", axis_name="row"):
+    """Rows of y must sum to 1; name the usual normalisation mistakes."""
+    sums = y.sum(axis=-1)
+    if np.allclose(sums, 1.0, rtol=1e-6, atol=1e-8):
+        return
+    if y.ndim == 2 and np.allclose(y.sum(axis=0), 1.0, rtol=1e-6, atol=1e-8):
+        raise CheckFailed(f"the columns of {what} sum to 1 but its rows do not",
+                          hint=f"softmax over the wrong axis: normalise over the last axis (axis=-1), "
+                               f"so that each {axis_name} sums to 1")
+    if np.isclose(y.sum(), 1.0, rtol=1e-6, atol=1e-8):
+        raise CheckFailed(f"the whole of {what} sums to 1, its rows do not",
+                          hint="normalise each row by its own sum: np.sum(e, axis=-1, keepdims=True)")
+    raise CheckFailed(f"the rows of {what} sum to {np.round(sums, 4)}, not to 1",
+                      hint="divide exp(...) by its row sum: np.sum(e, axis=-1, keepdims=True)")
+
+
+def _softmax_mistakes(x):
+    return [
+        (lambda: _softmax(x, axis=0), "softmax over the wrong axis: use axis=-1 (each row), not axis=0"),
+        (lambda: np.exp(x), "divide by the row sum: np.exp alone is not normalised"),
+        (lambda: np.exp(x - x.max(axis=-1, keepdims=True)),
+         "after subtracting the maximum, still divide by the row sum of the exponentials"),
+    ]
+
+
+def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_HINT):
+    y = expect_shape(_run(softmax, x), x.shape, hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
+    expect_finite(y, hint=finite_hint)
+    _rows_sum_to_one(y)
+    return _diagnose(y, _softmax(x), _softmax_mistakes(np.asarray(x, dtype=float)), _SOFTMAX_HINT,
+                     rtol=rtol, atol=atol)
+
+
+@checker("Exercise 3.1", "stable softmax")
+def check_stable_softmax(softmax):
+    rng = np.random.default_rng(31)
+    with stage("shapes"):
+        x = np.array([[0.0, 1.0, 2.0], [3.0, 1.0, -1.0]])
+        expect_shape(_run(softmax, x), (2, 3), hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
+    with stage("hand-checkable case"):
+        # exp of log([1, 2, 1]) is [1, 2, 1]: the row becomes [1, 2, 1] / 4
+        x = np.log(np.array([[1.0, 2.0, 1.0], [1.0, 1.0, 2.0]]))
+        _check_softmax_case(softmax, x, finite_hint=_SOFTMAX_HINT)  # [[.25, .5, .25], [.25, .25, .5]]
+    with stage("random rows"):
+        for shape in ((5, 7), (3, 2), (1, 10)):
+            _check_softmax_case(softmax, 3.0 * rng.standard_normal(shape), finite_hint=_SOFTMAX_HINT)
+    with stage("large logits: 1000 and -1000"):
+        for row in ([1000.0, 1001.0, 1002.0], [1000.0, -1000.0], [-1000.0, -1001.0, -1002.0],
+                    [800.0, 0.0, 790.0, -800.0]):
+            _check_softmax_case(softmax, np.array([row]))
+        # several rows in the same range: any shift common to a row is allowed
+        _check_softmax_case(softmax, 1000.0 + 5.0 * rng.standard_normal((4, 6)))
+    with stage("float32 input"):
+        x = np.array([[100.0, 90.0, 80.0], [95.0, 100.0, 99.0]], dtype=np.float32)  # exp(100) > float32 max
+        _check_softmax_case(softmax, x, rtol=1e-5, atol=1e-7)
+    with stage("edge cases: constant row, one column, long row"):
+        _check_softmax_case(softmax, np.full((2, 4), 7.0))   # uniform: 0.25 each
+        _check_softmax_case(softmax, np.array([[3.0], [-2.0], [0.0]]))  # one entry per row: 1
+        _check_softmax_case(softmax, 4.0 * rng.standard_normal((2, 50)))
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 3.2: single-head attention forward
+# ----------------------------------------------------------------------------------------
+
+_ATTN_HINT = "S = Q @ K.T / np.sqrt(D) with D = Q.shape[-1]; A = softmax(S) over each row; out = A @ V"
+
+
+def _scale_mistakes(Q, K):
+    D, T = Q.shape[-1], Q.shape[0]
+    raw = Q @ K.T
+    return [
+        (lambda: _softmax(raw), "the scores are not scaled: divide Q @ K.T by np.sqrt(D), D = Q.shape[-1]"),
+        (lambda: _softmax(raw / D), "divide by the square root of D, np.sqrt(D), not by D"),
+        (lambda: _softmax(raw * np.sqrt(D)), "divide the scores by np.sqrt(D); do not multiply"),
+        (lambda: _softmax(raw / np.sqrt(T)),
+         "the scale is sqrt(D), the head size Q.shape[-1], not sqrt(T), the number of tokens Q.shape[0]"),
+        (lambda: _softmax(raw / np.sqrt(K.shape[0])),
+         "the scale is sqrt(D), the head size Q.shape[-1], not sqrt(T), the number of keys K.shape[0]"),
+        (lambda: _softmax(raw / 8.0),
+         "the scale uses the head size D = Q.shape[-1], not d_model = 64 (sqrt(64) = 8)"),
+        (lambda: _softmax(raw / np.sqrt(D), axis=0),
+         "softmax over the wrong axis: each query (a row of S) spreads its weight over the keys, axis=-1"),
+        (lambda: _softmax(K @ Q.T / np.sqrt(D)).T,
+         "S = Q @ K.T: row t scores every key for query t; you computed K @ Q.T"),
+    ]
+
+
+def _out_mistakes(Q, K, V):
+    _, A = _attention(Q, K, V)
+    return [
+        (lambda: (A @ V).T, "out = A @ V has shape (T_q, D_v): do not transpose it"),
+        (lambda: A.T @ V, "out = A @ V (row t mixes the values with query t's weights), not A.T @ V"),
+        (lambda: A @ K, "the weights mix the values V, not the keys K: out = A @ V"),
+        (lambda: A @ Q, "the weights mix the values V, not the queries Q: out = A @ V"),
+    ]
+
+
+def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
+    Tq, Tk, Dv = Q.shape[0], K.shape[0], V.shape[1]
+    out, A = _pair(_run(attention, Q, K, V), ["out", "A"], "attention(Q, K, V)")
+    if A.shape == (Tk, Tq) and Tk != Tq:
+        raise CheckFailed(f"A has shape {A.shape}, expected (T_q, T_k) = {(Tq, Tk)}",
+                          hint="S = Q @ K.T has one row per query and one column per key; did you compute K @ Q.T?")
+    expect_shape(A, (Tq, Tk), what="A", hint="A = softmax(Q @ K.T / sqrt(D)) has shape (T_q, T_k)")
+    if out.shape == (Dv, Tq) and Dv != Tq:
+        raise CheckFailed(f"out has shape {out.shape}, expected (T_q, D_v) = {(Tq, Dv)}",
+                          hint="out = A @ V has one row per query: do not transpose it")
+    expect_shape(out, (Tq, Dv), what="out", hint="out = A @ V has shape (T_q, D_v)")
+    expect_finite(A, what="A", hint="compute the softmax stably (Exercise 3.1): subtract each row's maximum")
+    _rows_sum_to_one(A, what="A", axis_name="query's row (over the keys)")
+    Q, K, V = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
+    want_out, want_A = _attention(Q, K, V)
+    _diagnose(A, want_A, _scale_mistakes(Q, K), _ATTN_HINT, what="A", rtol=rtol, atol=atol)
+    expect_finite(out, what="out", hint="out = A @ V")
+    _diagnose(out, want_out, _out_mistakes(Q, K, V), "out = A @ V", what="out", rtol=rtol, atol=atol)
+
+
+@checker("Exercise 3.2", "single-head attention")
+def check_single_head_attention(attention):
+    rng = np.random.default_rng(32)
+    with stage("returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)"):
+        # T_q = 3 queries, T_k = 5 keys, D = 4, D_v = 2: different sizes make transposes visible
+        Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+        hint = ("here Q is (3, 4), K is (5, 4), V is (5, 2): S = Q @ K.T and A are (3, 5), out = A @ V is "
+                "(3, 2); print the shapes of your intermediate arrays")
+        out, A = _pair(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
+        if A.shape == (5, 3):
+            raise CheckFailed("A has shape (5, 3), expected (T_q, T_k) = (3, 5)",
+                              hint="S = Q @ K.T has one row per query; did you compute K @ Q.T?")
+        expect_shape(A, (3, 5), what="A", hint="A = softmax(Q @ K.T / sqrt(D)) has shape (T_q, T_k)")
+        if out.shape == (2, 3):
+            raise CheckFailed("out has shape (2, 3), expected (T_q, D_v) = (3, 2)",
+                              hint="out = A @ V has one row per query: do not transpose it")
+        expect_shape(out, (3, 2), what="out", hint="out = A @ V has shape (T_q, D_v)")
+    with stage("hand-checkable case"):
+        # D = 4, so sqrt(D) = 2: query 0 scores [ln 3, 0] -> A = [3/4, 1/4]; query 1 scores [0, 0] -> [1/2, 1/2]
+        Q = np.array([[2 * np.log(3.0), 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+        K = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+        V = np.array([[1.0, 0.0], [0.0, 1.0]])
+        _check_attention_case(attention, Q, K, V)
+    with stage("random cases"):
+        for Tq, Tk, D, Dv in ((6, 6, 8, 8), (3, 5, 4, 2), (8, 8, 16, 16)):
+            _check_attention_case(attention, rng.standard_normal((Tq, D)), rng.standard_normal((Tk, D)),
+                                  rng.standard_normal((Tk, Dv)))
+    with stage("large scores, about +800 and -800"):
+        # every score lies within a few units of +-800: exp(800) overflows, exp(-800) underflows
+        for sign in (1.0, -1.0):
+            Q = rng.standard_normal((4, 4))
+            K = rng.standard_normal((5, 4))
+            Q[:, 0], K[:, 0] = sign * 800.0, 2.0 + 0.01 * rng.standard_normal(5)
+            _check_attention_case(attention, Q, K, rng.standard_normal((5, 3)))
+    with stage("edge cases: one token, repeated keys, float32"):
+        _check_attention_case(attention, rng.standard_normal((1, 4)), rng.standard_normal((1, 4)),
+                              rng.standard_normal((1, 3)))  # A = [[1]], out = V
+        k = rng.standard_normal((1, 4))
+        _check_attention_case(attention, rng.standard_normal((2, 4)), np.repeat(k, 3, axis=0),
+                              rng.standard_normal((3, 2)))  # identical keys: uniform rows
+        Q32, K32, V32 = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(3))
+        _check_attention_case(attention, Q32, K32, V32, rtol=1e-4, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 3.3: softmax backward
+# ----------------------------------------------------------------------------------------
+
+_SMB_HINT = "dx = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)): the Jacobian diag(y) - y y^T applied to dy"
+
+
+def _smb_mistakes(dy, y):
+    return [
+        (lambda: dy * y, "dy * y is only the diagonal term y_i dy_i; the off-diagonal entries -y_i y_j of the "
+                         "Jacobian add -y_i * sum_j(dy_j y_j): dx = y * (dy - sum(dy * y))"),
+        (lambda: y * (1 - y) * dy, "y * (1 - y) * dy uses only the diagonal of the Jacobian diag(y) - y y^T; "
+                                   "every y_j also depends on every x_i (the off-diagonal -y_i y_j): "
+                                   "dx = y * (dy - sum(dy * y))"),
+        (lambda: dy - np.sum(dy * y, axis=-1, keepdims=True),
+         "multiply by y: dx = y * (dy - sum(dy * y))"),
+        (lambda: y * (dy - np.sum(dy, axis=-1, keepdims=True)),
+         "the sum is weighted by y: sum_j dy_j y_j, i.e. np.sum(dy * y, ...), not np.sum(dy)"),
+        (lambda: y * (dy - np.sum(dy * y)),
+         "the sum runs over each row separately (axis=-1, keepdims=True), not over the whole array"),
+        (lambda: y * (dy - np.sum(dy * y, axis=0, keepdims=True)),
+         "sum over the last axis (each row, axis=-1), not over axis 0"),
+        (lambda: -_softmax_backward(dy, y), "the sign is flipped: dx = y * (dy - sum(dy * y))"),
+        (lambda: y * (dy - np.mean(dy, axis=-1, keepdims=True)),
+         "dy itself need not sum to zero, and the subtracted term is sum(dy * y), not the mean of dy"),
+    ]
+
+
+def _check_smb_case(fn, dy, y, rtol=1e-6, atol=1e-9):
+    dx = expect_shape(_run(fn, dy, y), y.shape, hint="dx has the shape of x (and of y and dy): (N, K)")
+    expect_finite(dx, hint=_SMB_HINT)
+    return _diagnose(dx, _softmax_backward(dy, y), _smb_mistakes(dy, y), _SMB_HINT, rtol=rtol, atol=atol)
+
+
+@checker("Exercise 3.3", "softmax backward")
+def check_softmax_backward(fn):
+    rng = np.random.default_rng(33)
+    with stage("shapes"):
+        y = _softmax(rng.standard_normal((2, 3)))
+        out = _run(fn, rng.standard_normal((2, 3)), y)
+        expect_shape(out, (2, 3), hint="dx has the shape of x (and of y and dy): (N, K)")
+    with stage("hand-checkable case"):
+        # row 0: y = [1/2, 1/2], dy = [1, 0]: sum(dy * y) = 1/2, dx = [1/2 * 1/2, 1/2 * (-1/2)] = [0.25, -0.25]
+        # row 1: y = [1/4, 3/4], dy = [1, 2]: sum(dy * y) = 7/4, dx = [1/4 * (-3/4), 3/4 * 1/4] = [-0.1875, 0.1875]
+        _check_smb_case(fn, np.array([[1.0, 0.0], [1.0, 2.0]]), np.array([[0.5, 0.5], [0.25, 0.75]]))
+    with stage("constant dy gives dx = 0"):
+        # the outputs always sum to 1, so a loss weighting them all alike cannot change
+        y = _softmax(rng.standard_normal((1, 4)))
+        dx = _run(fn, np.full((1, 4), 3.0), y)
+        expect_shape(dx, (1, 4), hint="dx has the shape of x: (N, K)")
+        _diagnose(dx, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
+                  "a constant dy must give dx = 0: shifting every y_j alike is impossible, they sum to 1")
+    with stage("random rows (dy need not sum to zero)"):
+        for shape in ((4, 6), (3, 2), (1, 8)):
+            y = _softmax(2.0 * rng.standard_normal(shape))
+            dy = rng.standard_normal(shape) + 1.5  # its rows sum far from zero; dx's rows sum to zero
+            _check_smb_case(fn, dy, y)
+    with stage("edge cases: one-hot row, one column, float32"):
+        _check_smb_case(fn, rng.standard_normal((1, 3)), np.array([[1.0, 0.0, 0.0]]))  # saturated: dx = 0
+        _check_smb_case(fn, rng.standard_normal((3, 1)), np.ones((3, 1)))             # dx = 0
+        y32 = _softmax(rng.standard_normal((8, 8))).astype(np.float32)
+        dy32 = rng.standard_normal((8, 8)).astype(np.float32)
+        _check_smb_case(fn, dy32, y32, rtol=1e-4, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 3.4: single-head attention backward
+# ----------------------------------------------------------------------------------------
+
+def _diag_only(dy, y):
+    return y * (1 - y) * dy
+
+
+def _dq_mistakes(dout, Q, K, V, A):
+    D = Q.shape[-1]
+    return [
+        (lambda: _attention_backward(dout, Q, K, V, A, scale=1.0)[0],
+         "the scores were divided by sqrt(D), so their gradient carries the same factor: dQ = dS @ K / sqrt(D)"),
+        (lambda: _attention_backward(dout, Q, K, V, A, scale=1.0 / D)[0],
+         "divide by sqrt(D), not by D: dQ = dS @ K / np.sqrt(D)"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[0],
+         "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: d * y)[0],
+         "dS = A * dA misses the -A * sum(dA * A, axis=-1, keepdims=True) term of the softmax backward"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: d)[0],
+         "the gradient must go through the softmax: dS = A * (dA - sum(dA * A, axis=-1, keepdims=True))"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: _softmax_backward(d.T, y.T).T)[0],
+         "dA = dout @ V.T (shape (T_q, T_k)); the softmax backward works on the rows of A"),
+    ]
+
+
+def _dk_mistakes(dout, Q, K, V, A):
+    dS = _softmax_backward(dout @ V.T, A)
+    D = Q.shape[-1]
+    return [
+        (lambda: dS.T @ Q, "the scores were divided by sqrt(D): dK = dS.T @ Q / sqrt(D)"),
+        (lambda: dS.T @ Q / D, "divide by sqrt(D), not by D: dK = dS.T @ Q / np.sqrt(D)"),
+        (lambda: dS @ Q / np.sqrt(D), "key s collects from every query t: dK = dS.T @ Q / sqrt(D) (transpose dS)"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[1],
+         "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
+        (lambda: dS.T @ K / np.sqrt(D), "dK = dS.T @ Q / sqrt(D): the partner of K in the scores is Q"),
+    ]
+
+
+def _dv_mistakes(dout, A, V):
+    return [
+        (lambda: A @ dout, "dV = A.T @ dout: value s collects the gradient of every query t that used it"),
+        (lambda: dout @ A, "dV = A.T @ dout, shape (T_k, D_v)"),
+        (lambda: A.T @ dout @ V.T @ V, "dV = A.T @ dout, nothing more"),
+    ]
+
+
+def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
+    A = _attention(Q, K, V)[1]
+    if Q.dtype == np.float32:
+        A = A.astype(np.float32)
+    Tq, Tk, D, Dv = Q.shape[0], K.shape[0], Q.shape[1], V.shape[1]
+    dQ, dK, dV = _pair(_run(fn, dout, Q, K, V, A), ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
+    for arr, name, shape in ((dQ, "dQ", (Tq, D)), (dK, "dK", (Tk, D)), (dV, "dV", (Tk, Dv))):
+        expect_shape(arr, shape, what=name,
+                     hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "
+                          f"return them in the order dQ, dK, dV")
+        expect_finite(arr, what=name, hint="all of dQ, dK, dV are finite matrix products")
+    A64 = A.astype(np.float64)
+    dout, Q, K, V = (np.asarray(a, dtype=np.float64) for a in (dout, Q, K, V))
+    want_dQ, want_dK, want_dV = _attention_backward(dout, Q, K, V, A64)
+    _diagnose(dV, want_dV, _dv_mistakes(dout, A64, V), "dV = A.T @ dout", what="dV", rtol=rtol, atol=atol)
+    _diagnose(dQ, want_dQ, _dq_mistakes(dout, Q, K, V, A64),
+              "dA = dout @ V.T; dS = A * (dA - sum(dA * A, axis=-1, keepdims=True)); dQ = dS @ K / sqrt(D)",
+              what="dQ", rtol=rtol, atol=atol)
+    _diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), "dK = dS.T @ Q / sqrt(D)",
+              what="dK", rtol=rtol, atol=atol)
+
+
+@checker("Exercise 3.4", "single-head attention backward")
+def check_single_head_attention_backward(fn):
+    rng = np.random.default_rng(34)
+    with stage("returns (dQ, dK, dV) with the shapes of Q, K, V"):
+        # T_q = 3, T_k = 5, D = 4, D_v = 2: different sizes make transposes visible
+        Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+        A = _attention(Q, K, V)[1]
+        hint = ("here dout is (3, 2), Q (3, 4), K (5, 4), V (5, 2), A (3, 5): dV = A.T @ dout is (5, 2), "
+                "dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
+        dQ, dK, dV = _pair(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint), ["dQ", "dK", "dV"],
+                           "attention_backward(dout, Q, K, V, A)")
+        for arr, name, shape in ((dQ, "dQ", (3, 4)), (dK, "dK", (5, 4)), (dV, "dV", (5, 2))):
+            expect_shape(arr, shape, what=name,
+                         hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "
+                              f"return them in the order dQ, dK, dV")
+    with stage("hand-checkable case: uniform attention"):
+        # Q = 0 makes every score 0, so A = 1/2 everywhere: dV = A^T dout is the column mean of dout, twice
+        Q = np.zeros((2, 4))
+        K = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]])
+        V = np.array([[1.0, 0.0], [0.0, 1.0]])
+        _check_attn_backward_case(fn, np.array([[1.0, 0.0], [0.0, 0.0]]), Q, K, V)
+    with stage("random cases"):
+        for Tq, Tk, D, Dv in ((3, 5, 4, 2), (6, 6, 8, 8), (8, 8, 16, 16)):
+            _check_attn_backward_case(fn, rng.standard_normal((Tq, Dv)), rng.standard_normal((Tq, D)),
+                                      rng.standard_normal((Tk, D)), rng.standard_normal((Tk, Dv)))
+    with stage("edge cases: one token, nearly one-hot attention, float32"):
+        _check_attn_backward_case(fn, rng.standard_normal((1, 3)), rng.standard_normal((1, 4)),
+                                  rng.standard_normal((1, 4)), rng.standard_normal((1, 3)))  # dQ = dK = 0
+        _check_attn_backward_case(fn, rng.standard_normal((4, 3)), 6.0 * rng.standard_normal((4, 4)),
+                                  6.0 * rng.standard_normal((4, 4)), rng.standard_normal((4, 3)))
+        Q32, K32, V32, d32 = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(4))
+        _check_attn_backward_case(fn, d32, Q32, K32, V32, rtol=1e-4, atol=1e-5)

@@ -1,2 +1,230 @@
-"""Checkers (being written)."""
-__all__ = []
+"""Checkers for notebook 02, embeddings and positions.
+
+    cl.checks.check_embed(embed)                    # Exercise 2.1: E[tokens]
+    cl.checks.check_embed_backward(embed_backward)  # Exercise 2.2: scatter-add into dE
+    cl.checks.check_sinusoidal(sinusoidal)          # Exercise 2.3: the sinusoidal table
+
+Expected values come from NumPy formulas written here (np.add.at for the scatter-add,
+the interleaved sin/cos table of DESIGN.md), never from the learner's function. When a
+result is wrong, the checker also computes the usual mistakes and names the one that
+matches, so the hint points at the actual bug.
+"""
+import numpy as np
+
+from ..task import encode
+from .core import CheckFailed, as_array, call, checker, expect_close, expect_shape, stage
+
+__all__ = ["check_embed", "check_embed_backward", "check_sinusoidal"]
+
+
+def _diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
+    """Fail with the hint of the first known mistake that `got` reproduces, else `default_hint`.
+
+    mistakes: list of (array or callable giving the array, hint). Passes when got == expected.
+    """
+    arr = as_array(got, what)
+    expected = np.asarray(expected, dtype=float)
+    if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
+        return arr
+    hint = default_hint
+    for wrong, wrong_hint in mistakes:
+        try:
+            candidate = np.asarray(wrong() if callable(wrong) else wrong, dtype=float)
+        except Exception:  # a mistake that cannot even be formed for this input
+            continue
+        if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
+            hint = wrong_hint
+            break
+    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
+
+
+def _int_tokens(array):
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 2.1: the lookup
+# ----------------------------------------------------------------------------------------
+
+_LOOKUP_HINT = "row (b, t) of the result must be E[tokens[b, t]]: index the rows of E with the token ids"
+
+
+def _lookup_mistakes(tokens, E):
+    return [
+        (lambda: E[tokens - 1], "off by one: token id v selects row v of E (ids start at 0, so id 0 is row 0)"),
+        (lambda: np.broadcast_to(E[tokens[0]], tokens.shape + E.shape[1:]),
+         "every sequence of the batch needs its own lookup: use all of tokens, not tokens[0]"),
+        (lambda: E[tokens] + _table(tokens.shape[1], E.shape[1]),
+         "only the lookup here: the positions P[:T] are added later, outside embed"),
+    ]
+
+
+@checker("Exercise 2.1", "embedding lookup")
+def check_embed(fn):
+    rng = np.random.default_rng(21)
+    with stage("shapes"):
+        tokens = _int_tokens([[1, 0, 4], [3, 3, 2]])
+        E = rng.standard_normal((5, 4))
+        out = call(fn, tokens, E)
+        expect_shape(out, (2, 3, 4), hint="tokens (B, T) and E (V, C) give x of shape (B, T, C): "
+                                          "one row of E, of length C, per token")
+    with stage("hand-checkable case"):
+        E = np.arange(16, dtype=float).reshape(4, 4)  # row v is [4v, 4v + 1, 4v + 2, 4v + 3]
+        tokens = _int_tokens([[2, 0, 3]])
+        out = call(fn, tokens, E)
+        _diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+    with stage("random cases"):
+        for B, T, V, C in ((4, 8, 20, 16), (3, 5, 7, 2), (2, 2, 9, 6)):
+            tokens = _int_tokens(rng.integers(0, V, (B, T)))
+            E = rng.standard_normal((V, C))
+            out = call(fn, tokens, E)
+            _diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+    with stage("edge cases: ids 0 and V-1, repeated tokens, one token, float32 table"):
+        E = rng.standard_normal((20, 64)).astype(np.float32)
+        for text in ("Max(1,1,1)", "[PAD][PAD],,", ","):
+            tokens = _int_tokens([encode(text)])
+            out = call(fn, tokens, E)
+            _diagnose(out, E[tokens].astype(float), _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 2.2: the backward of the lookup, a scatter-add
+# ----------------------------------------------------------------------------------------
+
+_OVERWRITE_HINT = ("a repeated token must ADD its gradients, not overwrite them: `dE[tokens] = dX` and "
+                   "`dE[tokens] += dX` both keep only one of the repeats (fancy-index assignment is "
+                   "buffered); use np.add.at(dE, tokens, dX) or a loop with +=")
+_SCATTER_HINT = "dE[v] is the sum of dX[b, t] over every (b, t) whose token is v; rows of unused tokens are 0"
+
+
+def _scatter_add(tokens, dX, V):
+    dE = np.zeros((V, dX.shape[-1]))
+    np.add.at(dE, tokens, dX)
+    return dE
+
+
+def _overwrite(tokens, dX, V):
+    dE = np.zeros((V, dX.shape[-1]))
+    dE[tokens] = dX
+    return dE
+
+
+def _backward_mistakes(tokens, dX, V):
+    return [
+        (lambda: _overwrite(tokens, dX, V), _OVERWRITE_HINT),
+        (lambda: _scatter_add(tokens[:1], dX[:1], V),
+         "sum over the whole batch: every sequence b contributes, not only the first"),
+        (lambda: _scatter_add(tokens, dX, V) / np.maximum(
+            np.bincount(tokens.ravel(), minlength=V), 1)[:, None],
+         "do not average the repeats: the gradient of a row used n times is the SUM of its n gradients"),
+    ]
+
+
+def _check_backward_case(fn, tokens, dX, V):
+    out = call(fn, tokens, dX, V)
+    expect_shape(out, (V, dX.shape[-1]), hint="dE has the shape of E: (V, C)")
+    return _diagnose(out, _scatter_add(tokens, dX, V), _backward_mistakes(tokens, dX, V), _SCATTER_HINT)
+
+
+@checker("Exercise 2.2", "embedding backward")
+def check_embed_backward(fn):
+    rng = np.random.default_rng(22)
+    with stage("shapes"):
+        tokens = _int_tokens([[1, 0, 4], [3, 5, 2]])
+        out = call(fn, tokens, rng.standard_normal((2, 3, 4)), 6)
+        expect_shape(out, (6, 4), hint="dE has the shape of E: (V, C), one row per vocabulary entry")
+    with stage("hand-checkable case, all tokens different"):
+        tokens = _int_tokens([[0, 2, 3]])
+        dX = np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])
+        _check_backward_case(fn, tokens, dX, 5)  # dE = [[1, 2], [0, 0], [3, 4], [5, 6], [0, 0]]
+    with stage("repeated token in one sequence: Max(1,1,1)"):
+        tokens = _int_tokens([encode("Max(1,1,1)")])  # '1' three times, ',' twice
+        dX = np.arange(8 * 3, dtype=float).reshape(1, 8, 3) - 10.0
+        _check_backward_case(fn, tokens, dX, 20)
+    with stage("tokens repeated across the batch"):
+        tokens = _int_tokens([encode("Max(1,6,2)"), encode("Min(1,6,2)"), encode("Max(1,6,2)")])
+        _check_backward_case(fn, tokens, rng.standard_normal((3, 8, 5)), 20)
+    with stage("random cases"):
+        for B, T, V, C in ((4, 8, 20, 16), (2, 6, 3, 4), (1, 1, 7, 3)):
+            tokens = _int_tokens(rng.integers(0, V, (B, T)))
+            _check_backward_case(fn, tokens, rng.standard_normal((B, T, C)), V)
+    with stage("edge cases: one id everywhere, float32 gradient"):
+        tokens = _int_tokens(np.full((2, 8), 19))
+        _check_backward_case(fn, tokens, rng.standard_normal((2, 8, 4)), 20)
+        tokens = _int_tokens([encode("Last(9,9,0)")])
+        dX = rng.standard_normal((1, 8, 64)).astype(np.float32)
+        out = call(fn, tokens, dX, 20)
+        expect_shape(out, (20, 64), hint="dE has the shape of E: (V, C)")
+        _diagnose(out, _scatter_add(tokens, dX.astype(float), 20),
+                  _backward_mistakes(tokens, dX.astype(float), 20), _SCATTER_HINT, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 2.3: the sinusoidal table
+# ----------------------------------------------------------------------------------------
+
+def _table(T, C, pos_offset=0, exponent="2i", layout="interleaved", swap=False, cos_own_freq=False):
+    """The sinusoidal table and its usual mistakes (the defaults give the right table)."""
+    pos = np.arange(T, dtype=float)[:, None] + pos_offset
+    i = np.arange(C // 2, dtype=float)[None, :]
+    power = {"2i": 2 * i / C, "i": i / C}[exponent]
+    angle = pos / 10000.0 ** power
+    first, second = (np.cos, np.sin) if swap else (np.sin, np.cos)
+    second_angle = pos / 10000.0 ** ((2 * i + 1) / C) if cos_own_freq else angle
+    if layout == "halves":
+        return np.concatenate([first(angle), second(second_angle)], axis=1)
+    P = np.zeros((T, C))
+    P[:, 0::2] = first(angle)
+    P[:, 1::2] = second(second_angle)
+    return P
+
+
+_SIN_HINT = ("P[pos, 2i] = sin(pos / 10000^(2i/C)) and P[pos, 2i+1] = cos(pos / 10000^(2i/C)), "
+             "for pos = 0..T-1 and i = 0..C/2-1")
+
+
+def _sin_mistakes(T, C):
+    return [
+        (lambda: _table(T, C, swap=True),
+         "sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns hold cos"),
+        (lambda: _table(T, C, layout="halves"),
+         "interleave the columns: column 2i is sin and column 2i+1 is cos of the same angle, "
+         "not a [sin | cos] split into two halves"),
+        (lambda: _table(T, C, layout="halves", swap=True),
+         "interleave the columns (not [cos | sin] halves): even columns sin, odd columns cos"),
+        (lambda: _table(T, C, exponent="i"),
+         "the exponent is 2i/C, with 2i the even column index (0, 2, 4, ...): i/C gives the wrong "
+         "frequencies"),
+        (lambda: _table(T, C, cos_own_freq=True),
+         "the sin and cos of one pair share one angle: column 2i+1 uses 10000^(2i/C), "
+         "not 10000^((2i+1)/C)"),
+        (lambda: _table(T, C, pos_offset=1), "positions start at 0: row 0 is sin(0) = 0, cos(0) = 1"),
+        (lambda: _table(T, C, layout="halves", exponent="i"),
+         "two mistakes: interleave sin and cos (no halves) and use the exponent 2i/C, not i/C"),
+    ]
+
+
+@checker("Exercise 2.3", "sinusoidal table")
+def check_sinusoidal(fn):
+    with stage("shapes"):
+        out = call(fn, 8, 16)
+        expect_shape(out, (8, 16), hint="sinusoidal(T, C) returns one row of length C per position: (T, C)")
+    with stage("position 0 is [0, 1, 0, 1, ...]"):
+        out = call(fn, 1, 8)
+        expect_shape(out, (1, 8), hint="sinusoidal(T, C) has shape (T, C)")
+        _diagnose(out, _table(1, 8), _sin_mistakes(1, 8),
+                  "at pos = 0 every angle is 0: even columns sin(0) = 0, odd columns cos(0) = 1")
+    with stage("hand-checkable case, T=3, C=4"):
+        # pair 0 turns at frequency 1, pair 1 at 1/10000^(2/4) = 1/100
+        out = call(fn, 3, 4)
+        expect_shape(out, (3, 4), hint="sinusoidal(T, C) has shape (T, C)")
+        _diagnose(out, _table(3, 4), _sin_mistakes(3, 4), _SIN_HINT)
+    with stage("course size, T=8, C=64"):
+        out = call(fn, 8, 64)
+        expect_shape(out, (8, 64), hint="sinusoidal(T, C) has shape (T, C)")
+        _diagnose(out, _table(8, 64), _sin_mistakes(8, 64), _SIN_HINT)
+    with stage("edge cases: one pair (C=2), long table (T=200, C=128)"):
+        for T, C in ((5, 2), (200, 128)):
+            out = call(fn, T, C)
+            expect_shape(out, (T, C), hint="sinusoidal(T, C) has shape (T, C)")
+            _diagnose(out, _table(T, C), _sin_mistakes(T, C), _SIN_HINT, rtol=1e-6, atol=1e-7)

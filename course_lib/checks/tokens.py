@@ -1,2 +1,325 @@
-"""Checkers (being written)."""
-__all__ = []
+"""Checkers for notebook 01, tokens and the task.
+
+    check_encode(my_encode)                    Exercise 1.1: text -> token ids, by hand
+    check_answer(my_answer)                    Exercise 1.2: the answer rule of the five operations
+    check_central_difference(central_difference)   Exercise 1.3: f'(x) ~ (f(x+h) - f(x-h)) / (2h)
+
+Expected values come from course_lib.task (encode, answer) or from exact derivatives
+written here, never from the learner's function.
+"""
+import contextlib
+import math
+import numbers
+
+import numpy as np
+
+from .. import task
+from .core import CheckFailed, NotDone, call, checker, stage
+
+__all__ = ["check_encode", "check_answer", "check_central_difference"]
+
+
+# ---------------------------------------------------------------- helpers ---
+def _is_int(v):
+    return isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _id_list(value, text):
+    """The learner's encoding as a list of Python ints, or a clear failure."""
+    what = f"my_encode({text!r})"
+    if isinstance(value, (str, bytes)):
+        raise CheckFailed(f"{what} returned the string {value!r}, but a list of token ids was expected",
+                          hint="return a list of ints such as [15, 17, 3, ...], one id per token")
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise CheckFailed(f"{what} returned an array of shape {value.shape}, but a flat list of ids "
+                              f"was expected", hint="return one id per token, in a 1-D list")
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise CheckFailed(f"{what} returned {type(value).__name__}, but a list of token ids was expected",
+                          hint="collect the ids in a list and return it (did you forget `return`?)")
+    bad = [v for v in value if not _is_int(v)]
+    if bad:
+        hint = ("map each piece to its id, its position in cl.task.VOCAB"
+                if isinstance(bad[0], str) else "token ids are whole numbers from 0 to 19")
+        raise CheckFailed(f"{what} contains {bad[0]!r} ({type(bad[0]).__name__}), but every entry "
+                          f"must be an int token id", hint=hint)
+    return [int(v) for v in value]
+
+
+def _encode_hint(got, want, text):
+    """Name the likely bug behind a wrong encoding."""
+    digit_ids = set(range(2, 12))
+    if len(got) == len(want):
+        pairs = [(g, w) for g, w in zip(got, want) if g != w]
+        if pairs and all(w in digit_ids and g == w - 2 for g, w in pairs):
+            return "digit d has id d + 2: ids 0 and 1 are [PAD] and [EOS]"
+        if pairs and all(w in digit_ids for g, w in pairs):
+            return "check the ids of the digits: '0' is id 2, '9' is id 11"
+        if pairs and all(w >= 12 for g, w in pairs):
+            return "operation names and brackets: First=12, Second=13, Last=14, Max=15, Min=16, (=17, )=18, ,=19"
+        return "look each piece up in cl.task.VOCAB: its position is its id"
+    if " " in text:
+        return "spaces are not tokens: drop them before (or while) splitting"
+    if len(got) > len(want):
+        return "an operation name such as 'Max' is ONE token: match whole vocabulary entries, not characters"
+    return "every piece of the text must give one id: did a piece get skipped?"
+
+
+class _LibraryUsed(Exception):
+    """Raised by the stand-in for cl.task.encode while check_encode runs."""
+
+
+@contextlib.contextmanager
+def _without_library_encode():
+    """While the learner's encoder runs, cl.task.encode is not available."""
+    original = task.encode
+
+    def refuse(*args, **kwargs):
+        raise _LibraryUsed()
+
+    task.encode = refuse
+    try:
+        yield
+    finally:
+        task.encode = original
+
+
+def _call_encode(fn, text):
+    try:
+        return call(fn, text)
+    except CheckFailed as e:
+        if "_LibraryUsed" in e.message:
+            raise CheckFailed("your function calls cl.task.encode: this exercise asks you to write the "
+                              "tokenizer yourself", hint="use cl.task.VOCAB to find each piece's id") from None
+        raise
+
+
+# ------------------------------------------------------------ Exercise 1.1 ---
+@checker("Exercise 1.1", "encode by hand")
+def check_encode(fn):
+    """my_encode(text) -> list of ids, as cl.task.encode, written without it."""
+    example = "Max(1,6,2)"
+    ops = [f"{op}({a},{b},{c})" for op, (a, b, c) in
+           zip(task.OPERATIONS, [(0, 9, 5), (3, 1, 4), (2, 7, 1), (8, 8, 3), (6, 0, 0)])]
+    spaced = ["Min( 3, 3 ,7 )", " First (0,0,0)", "Last(9, 8, 7) ", "M a x(1,6,2)"]
+    special = ["[EOS]", "[PAD][PAD]", "Max(1,6,2)[EOS]", "Second(4,4,4)[PAD]", ""]
+    unknown = ["Sum(1,2,3)", "max(1,6,2)", "Max(1;6;2)", "Max(1,6,2)!"]
+    want = {t: task.encode(t) for t in [example] + ops + spaced + special}
+
+    with _without_library_encode():
+        with stage("the example Max(1,6,2)"):
+            got = _id_list(_call_encode(fn, example), example)
+            if got != want[example]:
+                raise CheckFailed(f"my_encode({example!r}) = {got}, expected {want[example]}",
+                                  _encode_hint(got, want[example], example))
+
+        with stage("all five operations"):
+            for text in ops:
+                got = _id_list(_call_encode(fn, text), text)
+                if got != want[text]:
+                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
+                                      _encode_hint(got, want[text], text))
+
+        with stage("spaces are ignored"):
+            for text in spaced:
+                got = _id_list(_call_encode(fn, text), text)
+                if got != want[text]:
+                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
+                                      "spaces are not tokens: remove them, e.g. text.replace(' ', '')")
+
+        with stage("[PAD], [EOS] and the empty text"):
+            for text in special:
+                got = _id_list(_call_encode(fn, text), text)
+                if got != want[text]:
+                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
+                                      "[PAD] (id 0) and [EOS] (id 1) are vocabulary entries too, matched "
+                                      "whole like 'Max'; the empty text has no tokens: []")
+
+        with stage("unknown text raises ValueError"):
+            for text in unknown:
+                try:
+                    got = fn(text)
+                except ValueError:
+                    continue
+                except NotImplementedError:
+                    raise NotDone() from None
+                except _LibraryUsed:
+                    raise CheckFailed("your function calls cl.task.encode: this exercise asks you to write "
+                                      "the tokenizer yourself", hint="use cl.task.VOCAB") from None
+                except Exception as e:
+                    raise CheckFailed(f"my_encode({text!r}) raised {type(e).__name__}: {e}, but ValueError "
+                                      f"was expected",
+                                      hint="a dict lookup of an unknown piece raises KeyError: catch that "
+                                           "case and raise ValueError('unknown text ...') yourself") from None
+                raise CheckFailed(f"my_encode({text!r}) returned {got!r} instead of raising ValueError",
+                                  hint="text that matches no vocabulary entry (text is case-sensitive) must "
+                                       "raise ValueError, not be skipped")
+
+
+# ------------------------------------------------------------ Exercise 1.2 ---
+_OP_HINTS = {
+    "First": "First is the first digit, digits[0]",
+    "Second": "Second is the middle digit, digits[1]",
+    "Last": "Last is the third digit, digits[2] (or digits[-1])",
+    "Max": "Max is the largest of all THREE digits, max(a, b, c)",
+    "Min": "Min is the smallest of all THREE digits, min(a, b, c)",
+}
+
+
+def _digit(value, op, digits):
+    what = f"my_answer({op!r}, {tuple(int(d) for d in digits)})"
+    if isinstance(value, str):
+        raise CheckFailed(f"{what} returned the text {value!r}, but a digit (int) was expected",
+                          hint="return the digit as a number, e.g. 6, not '6'")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not _is_int(value):
+        raise CheckFailed(f"{what} returned {value!r} ({type(value).__name__}), but an int from 0 to 9 "
+                          f"was expected", hint="return one digit as an int (did you forget `return`?)")
+    return int(value)
+
+
+def _check_answers(fn, cases):
+    for op, digits in cases:
+        want = task.answer(op, tuple(int(d) for d in digits))
+        got = _digit(call(fn, op, digits), op, digits)
+        if got != want:
+            hint = _OP_HINTS[op]
+            if got == want + 2:
+                hint = f"return the digit itself, not its token id ({want + 2} is the id of '{want}')"
+            raise CheckFailed(f"my_answer({op!r}, {tuple(int(d) for d in digits)}) = {got}, expected {want}",
+                              hint)
+
+
+@checker("Exercise 1.2", "the answer rule")
+def check_answer(fn):
+    """my_answer(op, digits) -> the answer digit of op over three digits."""
+    with stage("the example Max(1,6,2)"):
+        _check_answers(fn, [("Max", (1, 6, 2))])
+
+    with stage("one case per operation"):
+        _check_answers(fn, [(op, (3, 7, 5)) for op in task.OPERATIONS])
+
+    with stage("all 5,000 problems"):
+        _check_answers(fn, task.all_problems())
+
+    with stage("digits as a list or an array"):
+        _check_answers(fn, [("Min", [4, 2, 8]), ("Last", np.array([4, 2, 8])), ("Max", np.array([4, 9, 8]))])
+
+    with stage("an unknown operation raises ValueError"):
+        for op in ("Sum", "max"):
+            try:
+                got = fn(op, (1, 2, 3))
+            except ValueError:
+                continue
+            except NotImplementedError:
+                raise NotDone() from None
+            except Exception as e:
+                raise CheckFailed(f"my_answer({op!r}, (1, 2, 3)) raised {type(e).__name__}: {e}, but "
+                                  f"ValueError was expected",
+                                  hint="check `op` against the five names first and raise "
+                                       "ValueError('unknown operation ...') yourself") from None
+            raise CheckFailed(f"my_answer({op!r}, (1, 2, 3)) returned {got!r} instead of raising ValueError",
+                              hint="an `else:` branch that returns a digit hides typos in the operation "
+                                   "name: raise ValueError for anything but the five operations")
+
+
+# ------------------------------------------------------------ Exercise 1.3 ---
+def _number(value, what):
+    """The learner's derivative as a Python float, or a clear failure."""
+    if isinstance(value, (tuple, list)):
+        raise CheckFailed(f"{what} returned a {type(value).__name__}, but one number was expected",
+                          hint="return the single number (f(x + h) - f(x - h)) / (2 * h)")
+    arr = np.asarray(value)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_:
+        raise CheckFailed(f"{what} returned {type(value).__name__}, but a number was expected",
+                          hint="did you forget `return`?")
+    if arr.size != 1:
+        raise CheckFailed(f"{what} returned an array of shape {arr.shape}, but one number was expected",
+                          hint="x is a single number here: f(x + h) and f(x - h) are numbers too")
+    out = float(arr.reshape(()))
+    if not math.isfinite(out):
+        raise CheckFailed(f"{what} returned {out}", hint="is the step h zero, or is h used in the denominator?")
+    return out
+
+
+def _diagnose(got, f, x, h, want):
+    """Name the formula the learner probably used, from its value on a case with a large step."""
+    candidates = [
+        ((f(x + h) - f(x)) / h, "this is the forward difference (f(x + h) - f(x)) / h, error O(h): "
+                                "use both sides, (f(x + h) - f(x - h)) / (2h)"),
+        ((f(x) - f(x - h)) / h, "this is the backward difference (f(x) - f(x - h)) / h, error O(h): "
+                                "use both sides, (f(x + h) - f(x - h)) / (2h)"),
+        (2 * want, "the two points x - h and x + h are 2h apart: divide by 2h, not h"),
+        (want / 2, "(f(x + h) - f(x - h)) spans 2h: divide by 2h, not 4h"),
+        (want * h * h, "operator precedence: `/ 2 * h` multiplies by h; write `/ (2 * h)`"),
+    ]
+    for value, hint in candidates:
+        if abs(got - value) <= 1e-9 * max(1.0, abs(value)):
+            return hint
+    return "the central difference is (f(x + h) - f(x - h)) / (2 * h), with the h you are given"
+
+
+@checker("Exercise 1.3", "central-difference derivative")
+def check_central_difference(fn):
+    """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
+    with stage("returns one number"):
+        _number(call(fn, np.sin, 1.0), "central_difference(np.sin, 1.0)")
+
+    with stage("a quadratic is exact, even with a large step"):
+        def quad(x):
+            return 3.0 * x * x - 2.0 * x + 1.0
+        for x, h in ((2.0, 0.5), (-1.0, 0.25)):
+            want = 6.0 * x - 2.0
+            got = _number(call(fn, quad, x, h=h), f"central_difference(f, {x}, h={h})")
+            if abs(got - want) > 1e-12 * max(1.0, abs(want)):
+                raise CheckFailed(f"for f(x) = 3x^2 - 2x + 1 at x = {x} with h = {h} you got {got:.6g}, "
+                                  f"expected f'(x) = {want:g} exactly (a central difference is exact for "
+                                  f"quadratics)", _diagnose(got, quad, x, h, want))
+
+    with stage("a cubic: error h^2 f'''/6, with the h you are given"):
+        def cube(x):
+            return x ** 3
+        for h in (0.1, 0.2):
+            want = 3.0 + h * h   # 3x^2 + h^2 f'''(x)/6 at x = 1, exactly
+            got = _number(call(fn, cube, 1.0, h=h), f"central_difference(f, 1.0, h={h})")
+            if abs(got - want) > 1e-12 * want:
+                hint = ("use the step h passed in (h=...), not a fixed value" if abs(got - 3.0) < 1e-6
+                        else _diagnose(got, cube, 1.0, h, 3.0))
+                raise CheckFailed(f"for f(x) = x^3 at x = 1 with h = {h} you got {got:.10g}, expected "
+                                  f"3 + h^2 = {want:.10g}", hint)
+
+    with stage("accuracy on sin and exp with the default h"):
+        cases = [(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7)] + [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0)]
+        for f, df, x in cases:
+            want = float(df(x))
+            got = _number(call(fn, f, x), f"central_difference(np.{f.__name__}, {x})")
+            if abs(got - want) > 1e-8 * max(1.0, abs(want)):
+                raise CheckFailed(f"central_difference(np.{f.__name__}, {x}) = {got:.12g}, expected "
+                                  f"{want:.12g} (error {abs(got - want):.1e}, should be below 1e-8)",
+                                  hint="make h=1e-5 the default step: a larger h leaves truncation error, "
+                                       "a much smaller one loses digits to round-off")
+
+    with stage("the error shrinks like h^2"):
+        x = 0.5
+        errs = []
+        for h in (1e-1, 1e-2):
+            got = _number(call(fn, np.exp, x, h=h), f"central_difference(np.exp, {x}, h={h})")
+            errs.append(abs(got - math.exp(x)))
+        ratio = errs[0] / max(errs[1], 1e-300)
+        if not 50.0 < ratio < 200.0:
+            raise CheckFailed(f"dividing h by 10 divided the error by {ratio:.3g}, expected about 100 "
+                              f"(error O(h^2))",
+                              hint="an error that falls by about 10 is a one-sided (forward/backward) "
+                                   "difference: use f(x + h) and f(x - h)")
+
+    with stage("edge cases: constant and linear functions, integer x"):
+        got = _number(call(fn, lambda x: 4.0, 1.5), "central_difference(lambda x: 4.0, 1.5)")
+        if got != 0.0:
+            raise CheckFailed(f"the derivative of a constant came out as {got!r}, expected 0.0",
+                              hint="both evaluations of f give the same value: their difference is 0")
+        got = _number(call(fn, lambda x: 7.0 * x - 3.0, 2), "central_difference(lambda x: 7x - 3, 2)")
+        if abs(got - 7.0) > 1e-8:
+            raise CheckFailed(f"the derivative of 7x - 3 at the integer x = 2 came out as {got!r}, expected 7",
+                              hint="x may be an int: x + h and x - h must still be floats")
