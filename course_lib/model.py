@@ -9,12 +9,10 @@ from functools import lru_cache
 import numpy as np
 
 from .config import ModelConfig
-from .kernels import (
-    IGNORE, attention_backward, attention_forward, cross_entropy_backward, cross_entropy_forward,
-    embedding_backward, embedding_forward, gelu_backward, gelu_forward, layernorm_backward,
-    layernorm_forward, linear_backward, linear_forward, relu_backward, relu_forward,
-    residual_backward, residual_forward, sinusoidal_table,
-)
+from . import kernels as numba_kernels
+from .kernels import IGNORE, numpy_ref, sinusoidal_table
+
+BACKENDS = {"numba": numba_kernels, "numpy": numpy_ref}
 
 
 def init_params(config, seed=0):
@@ -69,22 +67,31 @@ def _sinusoidal(n_positions, d_model, dtype):
 
 
 class Transformer:
-    """Transformer(config, seed=0, recompute=False).
+    """Transformer(config, seed=0, recompute=False, backend="numba").
 
     recompute=True stores only each block's input during forward and re-runs the
     block in backward: the same gradients, bit for bit, with less memory.
+    backend="numpy" runs the same model on plain NumPy kernels (the simple path).
     """
 
-    def __init__(self, config, seed=0, recompute=False):
+    def __init__(self, config, seed=0, recompute=False, backend="numba"):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"Transformer needs a ModelConfig (e.g. cl.presets.deep_dive()), got {type(config).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
         self.config = config
         self.recompute = bool(recompute)
+        self.backend = backend
         self.params = init_params(config, seed)
         self._tape = None
         self._loss_tape = None
 
     # ----- sizes ---------------------------------------------------------
+    @property
+    def k(self):
+        """The kernel module this model runs on."""
+        return BACKENDS[self.backend]
+
     @property
     def dtype(self):
         return np.dtype(self.config.dtype)
@@ -98,6 +105,7 @@ class Transformer:
         other = Transformer.__new__(Transformer)
         other.config = self.config.replace(dtype=str(np.dtype(dtype)))
         other.recompute = self.recompute
+        other.backend = self.backend
         other.params = {k: v.astype(dtype, copy=True) for k, v in self.params.items()}
         other._tape = other._loss_tape = None
         return other
@@ -151,14 +159,14 @@ class Transformer:
     def _layernorm_forward(self, name, x):
         if not self.config.use_layernorm:
             return x, None
-        y, xhat, rstd = layernorm_forward(x, self.params[name + ".gamma"], self.params[name + ".beta"],
+        y, xhat, rstd = self.k.layernorm_forward(x, self.params[name + ".gamma"], self.params[name + ".beta"],
                                           self.config.ln_eps)
         return y, (xhat, rstd)
 
     def _layernorm_backward(self, name, dy, tape, grads):
         if tape is None:
             return dy
-        dx, grads[name + ".gamma"], grads[name + ".beta"] = layernorm_backward(
+        dx, grads[name + ".gamma"], grads[name + ".beta"] = self.k.layernorm_backward(
             dy, tape[0], tape[1], self.params[name + ".gamma"])
         return dx
 
@@ -166,19 +174,19 @@ class Transformer:
         P, cfg = self.params, self.config
         w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
         b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
-        qkv = linear_forward(x, w_qkv, b_qkv)
-        heads, att = attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
+        qkv = self.k.linear_forward(x, w_qkv, b_qkv)
+        heads, att = self.k.attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
         heads = heads.reshape(B * T, -1)
-        y = linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
+        y = self.k.linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
         return y, (x, w_qkv, qkv, att, heads)
 
     def _attention_backward(self, prefix, dy, tape, grads):
         x, w_qkv, qkv, att, heads = tape
         bias = self.config.attn_bias
         B, T = att.shape[0], att.shape[2]
-        dheads, grads[prefix + "w_o"], db_o = linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
-        dqkv = attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att).reshape(B * T, -1)
-        dx, dw_qkv, db_qkv = linear_backward(dqkv, x, w_qkv, bias)
+        dheads, grads[prefix + "w_o"], db_o = self.k.linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
+        dqkv = self.k.attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att).reshape(B * T, -1)
+        dx, dw_qkv, db_qkv = self.k.linear_backward(dqkv, x, w_qkv, bias)
         C = x.shape[1]
         for j, w in enumerate("qkv"):
             grads[prefix + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
@@ -190,17 +198,17 @@ class Transformer:
 
     def _ffn_forward(self, prefix, x):
         P = self.params
-        h = linear_forward(x, P[prefix + "w1"], P[prefix + "b1"])
-        a, t = (relu_forward(h), None) if self.config.activation == "relu" else gelu_forward(h)
-        y = linear_forward(a, P[prefix + "w2"], P[prefix + "b2"])
+        h = self.k.linear_forward(x, P[prefix + "w1"], P[prefix + "b1"])
+        a, t = (self.k.relu_forward(h), None) if self.config.activation == "relu" else self.k.gelu_forward(h)
+        y = self.k.linear_forward(a, P[prefix + "w2"], P[prefix + "b2"])
         return y, (x, h, a, t)
 
     def _ffn_backward(self, prefix, dy, tape, grads):
         x, h, a, t = tape
         P = self.params
-        da, grads[prefix + "w2"], grads[prefix + "b2"] = linear_backward(dy, a, P[prefix + "w2"], True)
-        dh = relu_backward(da, h) if t is None else gelu_backward(da, h, t)
-        dx, grads[prefix + "w1"], grads[prefix + "b1"] = linear_backward(dh, x, P[prefix + "w1"], True)
+        da, grads[prefix + "w2"], grads[prefix + "b2"] = self.k.linear_backward(dy, a, P[prefix + "w2"], True)
+        dh = self.k.relu_backward(da, h) if t is None else self.k.gelu_backward(da, h, t)
+        dx, grads[prefix + "w1"], grads[prefix + "b1"] = self.k.linear_backward(dh, x, P[prefix + "w1"], True)
         return dx
 
     def _sublayer_forward(self, ln, f, x):
@@ -208,12 +216,12 @@ class Transformer:
         cfg = self.config
         if cfg.norm == "post":
             fx, f_tape = f(x)
-            r = residual_forward(x, fx) if cfg.use_residual else fx
+            r = self.k.residual_forward(x, fx) if cfg.use_residual else fx
             y, ln_tape = self._layernorm_forward(ln, r)
         else:
             u, ln_tape = self._layernorm_forward(ln, x)
             fx, f_tape = f(u)
-            y = residual_forward(x, fx) if cfg.use_residual else fx
+            y = self.k.residual_forward(x, fx) if cfg.use_residual else fx
         return y, (f_tape, ln_tape)
 
     def _sublayer_backward(self, ln, f_backward, dy, tape, grads):
@@ -221,10 +229,10 @@ class Transformer:
         cfg = self.config
         if cfg.norm == "post":
             dr = self._layernorm_backward(ln, dy, ln_tape, grads)
-            dx, dfx = residual_backward(dr) if cfg.use_residual else (None, dr)
+            dx, dfx = self.k.residual_backward(dr) if cfg.use_residual else (None, dr)
             df_in = f_backward(dfx, f_tape, grads)
             return df_in if dx is None else dx + df_in
-        dx, dfx = residual_backward(dy) if cfg.use_residual else (None, dy)
+        dx, dfx = self.k.residual_backward(dy) if cfg.use_residual else (None, dy)
         du = f_backward(dfx, f_tape, grads)
         df_in = self._layernorm_backward(ln, du, ln_tape, grads)
         return df_in if dx is None else dx + df_in
@@ -256,7 +264,7 @@ class Transformer:
         """tokens (B, T) -> logits (M, V) for the chosen rows of the N = B*T positions (all if None)."""
         cfg, P = self.config, self.params
         B, T = tokens.shape
-        x = embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
+        x = self.k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
         tape = {"tokens": tokens, "embeddings": x, "blocks": [], "rows": rows}
         for i in range(cfg.n_layers):
             x_in = x
@@ -267,7 +275,7 @@ class Transformer:
         tape["final"] = x
         xs = x if rows is None else x[rows]
         tape["head_in"] = xs
-        logits = linear_forward(xs, self._head_weight(), P.get("head.b"))
+        logits = self.k.linear_forward(xs, self._head_weight(), P.get("head.b"))
         self._tape = tape
         return logits
 
@@ -288,7 +296,7 @@ class Transformer:
             rows = None
         logits = self._forward(tokens, rows)
         scored = targets if rows is None else targets[rows]
-        loss, probs = cross_entropy_forward(logits, scored)
+        loss, probs = self.k.cross_entropy_forward(logits, scored)
         self._loss_tape = (probs, scored)
         return float(loss)
 
@@ -300,8 +308,8 @@ class Transformer:
         cfg, P, tape = self.config, self.params, self._tape
         probs, scored = self._loss_tape
         grads = {}
-        dlogits = cross_entropy_backward(probs, scored)
-        dxs, dw, db = linear_backward(dlogits, tape["head_in"], self._head_weight(), "head.b" in P)
+        dlogits = self.k.cross_entropy_backward(probs, scored)
+        dxs, dw, db = self.k.linear_backward(dlogits, tape["head_in"], self._head_weight(), "head.b" in P)
         tied_dw = None
         if cfg.tie_embeddings:
             tied_dw = dw.T
@@ -324,7 +332,7 @@ class Transformer:
             if block_tape is None:
                 _, block_tape = self._block_forward(i, x_in, B, T)
             dx = self._block_backward(i, dx, block_tape, grads)
-        d_tok, d_pos = embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
+        d_tok, d_pos = self.k.embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
         if tied_dw is not None:
             d_tok += tied_dw
         grads["tok_emb"] = d_tok

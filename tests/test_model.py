@@ -147,3 +147,23 @@ def test_bad_targets_change_nothing(targets, error, words, batch):
 def test_transformer_needs_a_config():
     with pytest.raises(TypeError, match="ModelConfig"):
         cl.Transformer({"d_model": 64})
+
+
+@pytest.mark.parametrize("norm, activation, positional, causal, tied", SWITCHES[::3])
+def test_fast_and_simple_paths_agree(norm, activation, positional, causal, tied, batch):
+    cfg = small_config(norm=norm, activation=activation, positional=positional, causal=causal,
+                       tie_embeddings=tied, attn_bias=True, dtype="float64")
+    fast, simple = cl.Transformer(cfg, seed=4), cl.Transformer(cfg, seed=4, backend="numpy")
+    np.testing.assert_allclose(fast.forward(batch[0]), simple.forward(batch[0]), rtol=1e-12, atol=1e-13)
+    assert fast.loss(*batch) == pytest.approx(simple.loss(*batch), rel=1e-13)
+    g_fast, g_simple = fast.backward(), simple.backward()
+    for k in g_fast:
+        np.testing.assert_allclose(g_fast[k], g_simple[k], rtol=1e-10, atol=1e-13, err_msg=k)
+
+
+def test_simple_path_is_exact_too(batch):
+    model = cl.Transformer(small_config(norm="pre", activation="gelu", causal=True), seed=1, backend="numpy")
+    report = check_model(model, *batch, max_elements=10)
+    assert max(report.values()) < 1e-6, report
+    with pytest.raises(ValueError, match="allowed: numba, numpy"):
+        cl.Transformer(small_config(), backend="torch")
