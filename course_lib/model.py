@@ -170,21 +170,26 @@ class Transformer:
             dy, tape[0], tape[1], self.params[name + ".gamma"])
         return dx
 
-    def _attention_forward(self, prefix, x, B, T):
+    def _attention_forward(self, prefix, x, B, T, rows=None):
+        """Attention of all N positions; the output projection only for `rows` (all if None)."""
         P, cfg = self.params, self.config
         w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
         b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
         qkv = self.k.linear_forward(x, w_qkv, b_qkv)
         heads, att = self.k.attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
         heads = heads.reshape(B * T, -1)
+        if rows is not None:
+            heads = heads[rows]
         y = self.k.linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
-        return y, (x, w_qkv, qkv, att, heads)
+        return y, (x, w_qkv, qkv, att, heads, rows)
 
     def _attention_backward(self, prefix, dy, tape, grads):
-        x, w_qkv, qkv, att, heads = tape
+        x, w_qkv, qkv, att, heads, rows = tape
         bias = self.config.attn_bias
         B, T = att.shape[0], att.shape[2]
         dheads, grads[prefix + "w_o"], db_o = self.k.linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
+        if rows is not None:
+            dheads = self._scatter_rows(dheads, rows, B * T)
         dqkv = self.k.attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att).reshape(B * T, -1)
         dx, dw_qkv, db_qkv = self.k.linear_backward(dqkv, x, w_qkv, bias)
         C = x.shape[1]
@@ -211,37 +216,56 @@ class Transformer:
         dx, grads[prefix + "w1"], grads[prefix + "b1"] = self.k.linear_backward(dh, x, P[prefix + "w1"], True)
         return dx
 
-    def _sublayer_forward(self, ln, f, x):
-        """Post-LN: y = LN(x + f(x)).  Pre-LN: y = x + f(LN(x)).  (No residual: drop the `x +`.)"""
+    @staticmethod
+    def _scatter_rows(d_rows, rows, n):
+        """Gradient of x[rows]: d_rows (M, C) placed in zeros (n, C)."""
+        full = np.zeros((n, d_rows.shape[1]), dtype=d_rows.dtype)
+        full[rows] = d_rows
+        return full
+
+    def _sublayer_forward(self, ln, f, x, rows=None):
+        """Post-LN: y = LN(x + f(x)).  Pre-LN: y = x + f(LN(x)).  (No residual: drop the `x +`.)
+
+        With rows, f sees all of x but returns only those rows, and so does the sublayer.
+        """
         cfg = self.config
+        skip = x if rows is None else x[rows]
         if cfg.norm == "post":
             fx, f_tape = f(x)
-            r = self.k.residual_forward(x, fx) if cfg.use_residual else fx
+            r = self.k.residual_forward(skip, fx) if cfg.use_residual else fx
             y, ln_tape = self._layernorm_forward(ln, r)
         else:
             u, ln_tape = self._layernorm_forward(ln, x)
             fx, f_tape = f(u)
-            y = self.k.residual_forward(x, fx) if cfg.use_residual else fx
-        return y, (f_tape, ln_tape)
+            y = self.k.residual_forward(skip, fx) if cfg.use_residual else fx
+        return y, (f_tape, ln_tape, rows, x.shape[0])
 
     def _sublayer_backward(self, ln, f_backward, dy, tape, grads):
-        f_tape, ln_tape = tape
+        f_tape, ln_tape, rows, n = tape
         cfg = self.config
         if cfg.norm == "post":
             dr = self._layernorm_backward(ln, dy, ln_tape, grads)
-            dx, dfx = self.k.residual_backward(dr) if cfg.use_residual else (None, dr)
-            df_in = f_backward(dfx, f_tape, grads)
-            return df_in if dx is None else dx + df_in
-        dx, dfx = self.k.residual_backward(dy) if cfg.use_residual else (None, dy)
-        du = f_backward(dfx, f_tape, grads)
-        df_in = self._layernorm_backward(ln, du, ln_tape, grads)
-        return df_in if dx is None else dx + df_in
+            dskip, dfx = self.k.residual_backward(dr) if cfg.use_residual else (None, dr)
+            dx = f_backward(dfx, f_tape, grads)
+        else:
+            dskip, dfx = self.k.residual_backward(dy) if cfg.use_residual else (None, dy)
+            du = f_backward(dfx, f_tape, grads)
+            dx = self._layernorm_backward(ln, du, ln_tape, grads)
+        if dskip is None:
+            return dx
+        if rows is not None:
+            dskip = self._scatter_rows(dskip, rows, n)
+        return dx + dskip
 
-    def _block_forward(self, i, x, B, T):
+    def _block_forward(self, i, x, B, T, rows=None):
+        """Block i on x (N, C). With rows (the last block, when the loss reads only those
+        positions), the attention still reads every position but the block returns (M, C)."""
         p, cfg, tape = f"blocks.{i}.", self.config, {}
         if cfg.use_attention:
             x, tape["attn"] = self._sublayer_forward(
-                p + "ln1", lambda u: self._attention_forward(p + "attn.", u, B, T), x)
+                p + "ln1", lambda u: self._attention_forward(p + "attn.", u, B, T, rows), x, rows)
+        elif rows is not None:
+            x, tape["select"] = x[rows], (rows, x.shape[0])
         if cfg.use_ffn:
             x, tape["ffn"] = self._sublayer_forward(p + "ln2", lambda u: self._ffn_forward(p + "ffn.", u), x)
         return x, tape
@@ -254,6 +278,8 @@ class Transformer:
         if "attn" in tape:
             dy = self._sublayer_backward(
                 p + "ln1", lambda d, t, g: self._attention_backward(p + "attn.", d, t, g), dy, tape["attn"], grads)
+        if "select" in tape:
+            dy = self._scatter_rows(dy, *tape["select"])
         return dy
 
     def _head_weight(self):
@@ -261,21 +287,24 @@ class Transformer:
 
     # ----- the whole model -----------------------------------------------
     def _forward(self, tokens, rows=None):
-        """tokens (B, T) -> logits (M, V) for the chosen rows of the N = B*T positions (all if None)."""
+        """tokens (B, T) -> logits (M, V) for the chosen rows of the N = B*T positions (all if None).
+
+        Only the last block needs to know the rows: everything after it is per position.
+        """
         cfg, P = self.config, self.params
         B, T = tokens.shape
         x = self.k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
         tape = {"tokens": tokens, "embeddings": x, "blocks": [], "rows": rows}
+        if cfg.n_layers == 0 and rows is not None:
+            x = x[rows]
         for i in range(cfg.n_layers):
-            x_in = x
-            x, block_tape = self._block_forward(i, x, B, T)
-            tape["blocks"].append((x_in, None if self.recompute else block_tape, x))
+            x_in, last = x, i == cfg.n_layers - 1
+            x, block_tape = self._block_forward(i, x, B, T, rows if last else None)
+            tape["blocks"].append((x_in, None if self.recompute else block_tape, x, rows if last else None))
         if cfg.norm == "pre":
             x, tape["ln_f"] = self._layernorm_forward("ln_f", x)
-        tape["final"] = x
-        xs = x if rows is None else x[rows]
-        tape["head_in"] = xs
-        logits = self.k.linear_forward(xs, self._head_weight(), P.get("head.b"))
+        tape["head_in"] = x
+        logits = self.k.linear_forward(x, self._head_weight(), P.get("head.b"))
         self._tape = tape
         return logits
 
@@ -317,21 +346,18 @@ class Transformer:
             grads["head.w"] = dw
             if "head.b" in P:
                 grads["head.b"] = db
-        rows = tape["rows"]
-        if rows is None:
-            dx = dxs
-        else:
-            dx = np.zeros_like(tape["final"])
-            dx[rows] = dxs
+        dx = dxs
         if cfg.norm == "pre":
             dx = self._layernorm_backward("ln_f", dx, tape["ln_f"], grads)
         tokens = tape["tokens"]
         B, T = tokens.shape
         for i in reversed(range(cfg.n_layers)):
-            x_in, block_tape, _ = tape["blocks"][i]
+            x_in, block_tape, _, rows = tape["blocks"][i]
             if block_tape is None:
-                _, block_tape = self._block_forward(i, x_in, B, T)
+                _, block_tape = self._block_forward(i, x_in, B, T, rows)
             dx = self._block_backward(i, dx, block_tape, grads)
+        if cfg.n_layers == 0 and tape["rows"] is not None:
+            dx = self._scatter_rows(dx, tape["rows"], B * T)
         d_tok, d_pos = self.k.embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
         if tied_dw is not None:
             d_tok += tied_dw
@@ -346,19 +372,22 @@ class Transformer:
     def cache(self):
         """Named activations of the last forward/loss: 'embeddings' (B, T, C),
         'blocks.{i}.input' / '.output' (B, T, C), 'blocks.{i}.attn.weights' (B, H, T, T),
-        'final' (B, T, C). Attention weights are absent in recompute mode."""
+        'final' (B, T, C). Attention weights are absent in recompute mode; after loss(),
+        the last block's output and 'final' exist only at the scored positions, so they are left out."""
         if self._tape is None:
             return {}
         tape = self._tape
         B, T = tape["tokens"].shape
         shape3 = (B, T, -1)
         out = {"tokens": tape["tokens"], "embeddings": tape["embeddings"].reshape(shape3)}
-        for i, (x_in, block_tape, x_out) in enumerate(tape["blocks"]):
+        for i, (x_in, block_tape, x_out, rows) in enumerate(tape["blocks"]):
             out[f"blocks.{i}.input"] = x_in.reshape(shape3)
-            out[f"blocks.{i}.output"] = x_out.reshape(shape3)
+            if rows is None:
+                out[f"blocks.{i}.output"] = x_out.reshape(shape3)
             if block_tape is not None and "attn" in block_tape:
                 out[f"blocks.{i}.attn.weights"] = block_tape["attn"][0][3]
-        out["final"] = tape["final"].reshape(shape3)
+        if tape["rows"] is None:
+            out["final"] = tape["head_in"].reshape(shape3)
         return out
 
     def attention(self, tokens):

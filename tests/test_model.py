@@ -167,3 +167,23 @@ def test_simple_path_is_exact_too(batch):
     assert max(report.values()) < 1e-6, report
     with pytest.raises(ValueError, match="allowed: numba, numpy"):
         cl.Transformer(small_config(), backend="torch")
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(norm="pre"), dict(use_attention=False), dict(n_layers=0),
+                                       dict(n_layers=1, tie_embeddings=True)])
+def test_loss_computes_the_last_block_only_where_scored(overrides, batch):
+    """Scoring only some positions gives the same loss and gradients as scoring all of them
+    with the others' contributions left out."""
+    cfg = small_config(dtype="float64", activation="gelu", **overrides)
+    tokens, targets = batch
+    model = cl.Transformer(cfg, seed=5)
+    loss = model.loss(tokens, targets)
+    grads = model.backward()
+    simple = cl.Transformer(cfg, seed=5, backend="numpy")
+    assert simple.loss(tokens, targets) == pytest.approx(loss, rel=1e-13)
+    logits = model.forward(tokens)[:, -1]
+    ref = np.mean(np.log(np.exp(logits).sum(-1)) - logits[np.arange(len(logits)), targets[:, -1]])
+    assert loss == pytest.approx(ref, rel=1e-12)
+    report = check_model(model, tokens, targets, max_elements=6)
+    assert max(report.values()) < 1e-6, report
+    assert all(np.all(np.isfinite(g)) for g in grads.values())

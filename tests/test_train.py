@@ -41,7 +41,7 @@ def test_history_is_complete_and_consistent(small_data):
     # the restored model is the best epoch's, and its accuracy is what the history says
     val = train.evaluate(model, *small_data["val"])
     assert val["acc"] == hist.val_acc[hist.best_epoch] == hist.best_val_acc
-    assert val["loss"] == pytest.approx(hist.val_loss[hist.best_epoch], rel=1e-12)
+    assert val["loss"] == pytest.approx(hist.val_loss[hist.best_epoch], rel=1e-6)   # BLAS threads may differ
     assert hist.loss[-1] < hist.loss[0]
 
 

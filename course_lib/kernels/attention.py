@@ -1,51 +1,84 @@
 """Multi-head scaled dot-product attention, optional causal mask.
 
 qkv (B, T, 3C) holds Q, K, V side by side; head h of each is the column block
-h*D : (h+1)*D with D = C / H. For each head:
+h*D : (h+1)*D with D = C / H. For each batch row b and head h:
     S = Q_h K_h^T / sqrt(D)   (T, T), future masked when causal
     A = softmax(S)            row-wise, max subtracted
     O_h = A V_h               (T, D)
 Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
+Each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays; from
+T >= BLAS_MIN_T the products go through BLAS, below that plain loops are faster.
 """
 import math
 
 import numpy as np
-from numba import prange
 
 from ._jit import kernel
 from .softmax import softmax_row
 
+BLAS_MIN_T = 32
 
-@kernel(parallel=False)
+
+@kernel
+def _head(qkv, b, col, D):
+    """Copy qkv[b, :, col:col+D] into a contiguous (T, D) array."""
+    return np.ascontiguousarray(qkv[b, :, col:col + D])
+
+
+@kernel
+def _matmul_nt(a, b, out, use_blas):
+    """out = a @ b.T for a (M, D), b (N, D)."""
+    if use_blas:
+        out[:, :] = a @ b.T
+        return
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            s = 0.0
+            for d in range(a.shape[1]):
+                s += a[i, d] * b[j, d]
+            out[i, j] = s
+
+
+@kernel
+def _matmul_nn(a, b, use_blas):
+    """a @ b for a (M, K), b (K, D)."""
+    if use_blas:
+        return a @ b
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            w = a[i, k]
+            if w != 0.0:
+                for d in range(b.shape[1]):
+                    out[i, d] += w * b[k, d]
+    return out
+
+
+@kernel
 def attention_forward(qkv, n_heads, causal):
     """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
     scale = 1.0 / math.sqrt(D)
-    out = np.zeros((B, T, C), dtype=qkv.dtype)
+    use_blas = T >= BLAS_MIN_T
+    out = np.empty((B, T, C), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    for bh in prange(B * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-        scores = np.empty(T, dtype=qkv.dtype)
-        for t in range(T):
-            n_keys = t + 1 if causal else T
-            for s in range(n_keys):
-                dot = 0.0
-                for d in range(D):
-                    dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
-                scores[s] = dot * scale
-            softmax_row(scores, att[b, h, t], n_keys)
-            for s in range(n_keys):
-                a = att[b, h, t, s]
-                for d in range(D):
-                    out[b, t, q0 + d] += a * qkv[b, s, v0 + d]
+    scores = np.empty((T, T), dtype=qkv.dtype)
+    for b in range(B):
+        for h in range(n_heads):
+            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
+            _matmul_nt(q, k, scores, use_blas)
+            for t in range(T):
+                row = scores[t]
+                for s in range(T):
+                    row[s] *= scale
+                softmax_row(row, att[b, h, t], t + 1 if causal else T)
+            out[b, :, h * D:(h + 1) * D] = _matmul_nn(att[b, h], v, use_blas)
     return out, att
 
 
-@kernel(parallel=False)
+@kernel
 def attention_backward(dout, qkv, att):
     """dout (B, T, C) -> dqkv (B, T, 3C).
 
@@ -57,26 +90,22 @@ def attention_backward(dout, qkv, att):
     n_heads = att.shape[1]
     D = C // n_heads
     scale = 1.0 / math.sqrt(D)
-    dqkv = np.zeros_like(qkv)
-    for bh in prange(B * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-        dA = np.empty(T, dtype=qkv.dtype)
-        for t in range(T):
-            row_sum = 0.0
-            for s in range(T):
-                a = att[b, h, t, s]
-                dot = 0.0
-                for d in range(D):
-                    dot += dout[b, t, q0 + d] * qkv[b, s, v0 + d]
-                    dqkv[b, s, v0 + d] += a * dout[b, t, q0 + d]
-                dA[s] = dot
-                row_sum += dot * a
-            for s in range(T):
-                ds = att[b, h, t, s] * (dA[s] - row_sum) * scale
-                if ds != 0.0:
-                    for d in range(D):
-                        dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
-                        dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
+    use_blas = T >= BLAS_MIN_T
+    dqkv = np.empty_like(qkv)
+    dA = np.empty((T, T), dtype=qkv.dtype)
+    for b in range(B):
+        for h in range(n_heads):
+            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
+            do = np.ascontiguousarray(dout[b, :, h * D:(h + 1) * D])
+            a = att[b, h]
+            _matmul_nt(do, v, dA, use_blas)
+            for t in range(T):
+                row_sum = 0.0
+                for s in range(T):
+                    row_sum += dA[t, s] * a[t, s]
+                for s in range(T):
+                    dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * scale      # now dS
+            dqkv[b, :, h * D:(h + 1) * D] = _matmul_nn(dA, k, use_blas)
+            dqkv[b, :, C + h * D:C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(dA.T), q, use_blas)
+            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(a.T), do, use_blas)
     return dqkv
