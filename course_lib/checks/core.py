@@ -73,8 +73,8 @@ def checker(exercise, title):
             try:
                 body(fn, *args, **kwargs)
             except NotDone:
-                print(f"… {label}: not done yet. Write your code between ### BEGIN SOLUTION and "
-                      f"### END SOLUTION, run that cell, then this one.")
+                print(f"… {label}: not done yet. Replace the `raise NotImplementedError` line in your "
+                      f"function with your code, run that cell, then this one.")
                 return Result(exercise, False, done=False, message="not done yet")
             except CheckFailed as e:
                 where = f" [stage: {_current['stage']}]" if _current["stage"] else ""

@@ -47,6 +47,10 @@ def _id_list(value, text):
     return [int(v) for v in value]
 
 
+WHOLE = ("an operation name such as 'Max' is ONE token: at each position, find the vocabulary entry "
+         "the text starts with (str.startswith(piece, pos)), not single characters")
+
+
 def _encode_hint(got, want, text):
     """Name the likely bug behind a wrong encoding."""
     digit_ids = set(range(2, 12))
@@ -62,7 +66,7 @@ def _encode_hint(got, want, text):
     if " " in text:
         return "spaces are not tokens: drop them before (or while) splitting"
     if len(got) > len(want):
-        return "an operation name such as 'Max' is ONE token: match whole vocabulary entries, not characters"
+        return WHOLE
     return "every piece of the text must give one id: did a piece get skipped?"
 
 
@@ -85,14 +89,16 @@ def _without_library_encode():
         task.encode = original
 
 
-def _call_encode(fn, text):
+def _call_encode(fn, text, hint):
+    """fn(text); a KeyError or ValueError (a piece it could not look up) gets this stage's hint."""
     try:
         return call(fn, text)
     except CheckFailed as e:
         if "_LibraryUsed" in e.message:
             raise CheckFailed("your function calls cl.task.encode: this exercise asks you to write the "
                               "tokenizer yourself", hint="use cl.task.VOCAB to find each piece's id") from None
-        raise
+        lookup_failed = e.message.startswith(("your function raised KeyError", "your function raised ValueError"))
+        raise CheckFailed(f"my_encode({text!r}): {e.message}", hint if lookup_failed else e.hint) from None
 
 
 # ------------------------------------------------------------ Exercise 1.1 ---
@@ -109,32 +115,32 @@ def check_encode(fn):
 
     with _without_library_encode():
         with stage("the example Max(1,6,2)"):
-            got = _id_list(_call_encode(fn, example), example)
+            got = _id_list(_call_encode(fn, example, WHOLE), example)
             if got != want[example]:
                 raise CheckFailed(f"my_encode({example!r}) = {got}, expected {want[example]}",
                                   _encode_hint(got, want[example], example))
 
         with stage("all five operations"):
             for text in ops:
-                got = _id_list(_call_encode(fn, text), text)
+                got = _id_list(_call_encode(fn, text, WHOLE), text)
                 if got != want[text]:
                     raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
                                       _encode_hint(got, want[text], text))
 
         with stage("spaces are ignored"):
+            hint = "spaces are not tokens: remove them, e.g. text.replace(' ', '')"
             for text in spaced:
-                got = _id_list(_call_encode(fn, text), text)
+                got = _id_list(_call_encode(fn, text, hint), text)
                 if got != want[text]:
-                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
-                                      "spaces are not tokens: remove them, e.g. text.replace(' ', '')")
+                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
 
         with stage("[PAD], [EOS] and the empty text"):
+            hint = ("[PAD] (id 0) and [EOS] (id 1) are vocabulary entries too, matched whole like 'Max'; "
+                    "the empty text has no tokens: []")
             for text in special:
-                got = _id_list(_call_encode(fn, text), text)
+                got = _id_list(_call_encode(fn, text, hint), text)
                 if got != want[text]:
-                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
-                                      "[PAD] (id 0) and [EOS] (id 1) are vocabulary entries too, matched "
-                                      "whole like 'Max'; the empty text has no tokens: []")
+                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
 
         with stage("unknown text raises ValueError"):
             for text in unknown:
@@ -186,7 +192,7 @@ def _check_answers(fn, cases):
         got = _digit(call(fn, op, digits), op, digits)
         if got != want:
             hint = _OP_HINTS[op]
-            if got == want + 2:
+            if got == want + 2 and got not in [int(d) for d in digits]:
                 hint = f"return the digit itself, not its token id ({want + 2} is the id of '{want}')"
             raise CheckFailed(f"my_answer({op!r}, {tuple(int(d) for d in digits)}) = {got}, expected {want}",
                               hint)
@@ -199,7 +205,7 @@ def check_answer(fn):
         _check_answers(fn, [("Max", (1, 6, 2))])
 
     with stage("one case per operation"):
-        _check_answers(fn, [(op, (3, 7, 5)) for op in task.OPERATIONS])
+        _check_answers(fn, [(op, (3, 8, 4)) for op in task.OPERATIONS])
 
     with stage("all 5,000 problems"):
         _check_answers(fn, task.all_problems())
@@ -273,7 +279,7 @@ def check_central_difference(fn):
         for x, h in ((2.0, 0.5), (-1.0, 0.25)):
             want = 6.0 * x - 2.0
             got = _number(call(fn, quad, x, h=h), f"central_difference(f, {x}, h={h})")
-            if abs(got - want) > 1e-12 * max(1.0, abs(want)):
+            if abs(got - want) > 1e-9 * max(1.0, abs(want)):
                 raise CheckFailed(f"for f(x) = 3x^2 - 2x + 1 at x = {x} with h = {h} you got {got:.6g}, "
                                   f"expected f'(x) = {want:g} exactly (a central difference is exact for "
                                   f"quadratics)", _diagnose(got, quad, x, h, want))

@@ -1,0 +1,369 @@
+"""Checkers of notebook 01 (course_lib.checks.tokens): they pass the notebook's reference
+solutions and reject realistic learner bugs at the right stage, with the right hint."""
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib import task
+from course_lib.checks import check_answer, check_central_difference, check_encode
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_tokens_and_task.ipynb"
+
+
+# ---- the reference solutions: executed from the notebook's own cells ------------------------
+
+def _notebook_functions():
+    """Run the notebook's exercise cells (those with a solution region) and return their functions."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    namespace = {"np": np, "cl": cl}
+    sources = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+    for src in sources:
+        exec(compile(src, str(NOTEBOOK), "exec"), namespace)
+    return {name: namespace[name] for name in ("my_encode", "my_answer", "central_difference")}, sources
+
+
+REFERENCES, SOLUTION_CELLS = _notebook_functions()
+
+
+def lines(capsys):
+    return capsys.readouterr().out.strip().splitlines()
+
+
+def run(check, fn, capsys):
+    result = check(fn)
+    return result, lines(capsys)
+
+
+def assert_passes(check, fn, capsys, n_stages):
+    result, out = run(check, fn, capsys)
+    assert result.passed and result.done, out
+    assert out == [out[0]] and out[0].startswith("✓") and f"all {n_stages} stages passed" in out[0]
+
+
+def assert_rejects(check, fn, capsys, stage, hint_part):
+    result, out = run(check, fn, capsys)
+    assert not result.passed and result.done, out
+    assert result.stage == stage, (result.stage, out)
+    assert hint_part in (result.hint or ""), (result.hint, out)
+    assert out[0].startswith("✗") and f"[stage: {stage}]" in out[0]
+    assert out[1].startswith("  Hint: ")
+    assert "Traceback" not in "\n".join(out)
+    return result
+
+
+def test_notebook_has_three_solution_regions():
+    assert len(SOLUTION_CELLS) == 3
+    assert all("### END SOLUTION" in src for src in SOLUTION_CELLS)
+
+
+# ---- hand-written encoders with realistic bugs --------------------------------------------------
+
+def _greedy(text, table, strip=True, on_unknown="raise"):
+    text = text.replace(" ", "") if strip else text
+    ids, pos = [], 0
+    while pos < len(text):
+        for piece, i in table:
+            if text.startswith(piece, pos):
+                ids.append(i)
+                pos += len(piece)
+                break
+        else:
+            if on_unknown == "raise":
+                raise ValueError(f"unknown text at {text[pos:]!r}")
+            if on_unknown == "keyerror":
+                raise KeyError(text[pos])
+            pos += 1                    # "skip": silently drops what it cannot read
+    return ids
+
+
+VOCAB_TABLE = [(tok, i) for i, tok in enumerate(task.VOCAB)]
+
+
+def encode_digit_offset(text):
+    """Digit d -> id d (forgot that ids 0 and 1 are [PAD] and [EOS])."""
+    return [i - 2 if 2 <= i <= 11 else i for i in _greedy(text, VOCAB_TABLE)]
+
+
+def encode_keeps_spaces(text):
+    return _greedy(text, VOCAB_TABLE, strip=False)
+
+
+def encode_no_special_tokens(text):
+    return _greedy(text, [(tok, i) for tok, i in VOCAB_TABLE if not tok.startswith("[")])
+
+
+def encode_skips_unknown(text):
+    return _greedy(text, VOCAB_TABLE, on_unknown="skip")
+
+
+def encode_keyerror(text):
+    return _greedy(text, VOCAB_TABLE, on_unknown="keyerror")
+
+
+def encode_by_character(text):
+    """Every character a token: 'Max' cannot be found -> a dict lookup raises KeyError."""
+    return [task.TOKEN_TO_ID[ch] for ch in text.replace(" ", "")]
+
+
+def encode_returns_pieces(text):
+    return [task.VOCAB[i] for i in _greedy(text, VOCAB_TABLE)]
+
+
+def encode_with_library(text):
+    return cl.task.encode(text)
+
+
+def encode_wrong_op_ids(text):
+    """Operations numbered from 11 instead of 12."""
+    return [i - 1 if 12 <= i <= 16 else i for i in _greedy(text, VOCAB_TABLE)]
+
+
+def test_encode_reference_passes(capsys):
+    assert_passes(check_encode, REFERENCES["my_encode"], capsys, 5)
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (encode_digit_offset, "the example Max(1,6,2)", "digit d has id d + 2"),
+    (encode_wrong_op_ids, "the example Max(1,6,2)", "First=12"),
+    (encode_returns_pieces, "the example Max(1,6,2)", "map each piece to its id"),
+    (encode_by_character, "the example Max(1,6,2)", "ONE token"),
+    (encode_keeps_spaces, "spaces are ignored", "spaces are not tokens"),
+    (encode_no_special_tokens, "[PAD], [EOS] and the empty text", "[PAD] (id 0)"),
+    (encode_skips_unknown, "unknown text raises ValueError", "must raise ValueError"),
+    (encode_keyerror, "unknown text raises ValueError", "KeyError"),
+    (encode_with_library, "the example Max(1,6,2)", "cl.task.VOCAB"),
+])
+def test_encode_rejects_bugs(fn, stage, hint, capsys):
+    assert_rejects(check_encode, fn, capsys, stage, hint)
+
+
+def test_encode_by_character_reports_the_exception(capsys):
+    result, out = run(check_encode, encode_by_character, capsys)
+    assert "your function raised KeyError" in result.message
+
+
+def test_encode_restores_the_library_encoder(capsys):
+    original = task.encode
+    check_encode(encode_with_library)
+    check_encode(REFERENCES["my_encode"])
+    capsys.readouterr()
+    assert task.encode is original and cl.task.encode("Max(1,6,2)") == [15, 17, 3, 19, 8, 19, 4, 18]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("15 17 3", "returned the string"),
+    (np.zeros((2, 4), dtype=int), "shape (2, 4)"),
+    (None, "returned NoneType"),
+    ([15.0, 17, 3, 19, 8, 19, 4, 18], "must be an int token id"),
+])
+def test_encode_wrong_type_or_shape_is_a_clear_failure(value, message, capsys):
+    result, out = run(check_encode, lambda text: value, capsys)
+    assert not result.passed and result.done and message in result.message, out
+
+
+def test_encode_accepts_arrays_and_numpy_ints(capsys):
+    ref = REFERENCES["my_encode"]
+    assert_passes(check_encode, lambda text: np.array(ref(text), dtype=np.int64), capsys, 5)
+
+
+# ---- the answer rule ----------------------------------------------------------------------------
+
+def _answer_with(**overrides):
+    rules = {"First": lambda a, b, c: a, "Second": lambda a, b, c: b, "Last": lambda a, b, c: c,
+             "Max": lambda a, b, c: max(a, b, c), "Min": lambda a, b, c: min(a, b, c)}
+    rules.update(overrides)
+
+    def fn(op, digits):
+        if op not in rules:
+            raise ValueError(op)
+        return rules[op](*digits)
+    return fn
+
+
+def answer_dict_lookup(op, digits):
+    a, b, c = digits
+    return {"First": a, "Second": b, "Last": c, "Max": max(a, b, c), "Min": min(a, b, c)}[op]
+
+
+def answer_else_min(op, digits):
+    a, b, c = digits
+    if op == "First":
+        return a
+    if op == "Second":
+        return b
+    if op == "Last":
+        return c
+    if op == "Max":
+        return max(a, b, c)
+    return min(a, b, c)
+
+
+def answer_token_id(op, digits):
+    return task.answer(op, tuple(digits)) + 2
+
+
+def answer_text(op, digits):
+    return str(task.answer(op, tuple(digits)))
+
+
+def answer_tuple_only(op, digits):
+    if not isinstance(digits, tuple):
+        raise TypeError("digits must be a tuple")
+    return task.answer(op, digits)
+
+
+def test_answer_reference_passes(capsys):
+    assert_passes(check_answer, REFERENCES["my_answer"], capsys, 5)
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (_answer_with(Max=lambda a, b, c: min(a, b, c)), "the example Max(1,6,2)", "largest of all THREE"),
+    (_answer_with(Second=lambda a, b, c: c), "one case per operation", "middle digit"),
+    (_answer_with(Last=lambda a, b, c: b), "one case per operation", "digits[2]"),
+    (_answer_with(Max=lambda a, b, c: max(a, b)), "all 5,000 problems", "largest of all THREE"),
+    (_answer_with(Min=lambda a, b, c: min(a, b)), "all 5,000 problems", "smallest of all THREE"),
+    (answer_token_id, "the example Max(1,6,2)", "not its token id"),
+    (answer_text, "the example Max(1,6,2)", "not '6'"),
+    (answer_tuple_only, "digits as a list or an array", "print intermediate"),
+    (answer_dict_lookup, "an unknown operation raises ValueError", "raise ValueError"),
+    (answer_else_min, "an unknown operation raises ValueError", "`else:` branch"),
+])
+def test_answer_rejects_bugs(fn, stage, hint, capsys):
+    assert_rejects(check_answer, fn, capsys, stage, hint)
+
+
+def test_answer_reports_the_first_wrong_problem(capsys):
+    result, _ = run(check_answer, _answer_with(Max=lambda a, b, c: max(a, b)), capsys)
+    assert result.message == "my_answer('Max', (0, 0, 1)) = 0, expected 1"
+
+
+# ---- the central difference ---------------------------------------------------------------------
+
+def forward_difference(f, x, h=1e-5):
+    return (f(x + h) - f(x)) / h
+
+
+def backward_difference(f, x, h=1e-5):
+    return (f(x) - f(x - h)) / h
+
+
+def denominator_h(f, x, h=1e-5):
+    return (f(x + h) - f(x - h)) / h
+
+
+def precedence_bug(f, x, h=1e-5):
+    return (f(x + h) - f(x - h)) / 2 * h
+
+
+def ignores_h(f, x, h=1e-5):
+    step = 1e-5
+    return (f(x + step) - f(x - step)) / (2 * step)
+
+
+def tiny_default_h(f, x, h=1e-13):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def one_sided_for_small_h(f, x, h=1e-5):
+    """Exact where the large-step stages look, one-sided where the accuracy stages look."""
+    if h > 0.15:
+        return (f(x + h) - f(x - h)) / (2 * h)
+    return (f(x + h) - f(x)) / h
+
+
+def returns_both(f, x, h=1e-5):
+    return f(x + h), f(x - h)
+
+
+def returns_array(f, x, h=1e-5):
+    return np.array([(f(x + h) - f(x - h)) / (2 * h)] * 2)
+
+
+def test_central_difference_reference_passes(capsys):
+    assert_passes(check_central_difference, REFERENCES["central_difference"], capsys, 6)
+
+
+def test_central_difference_accepts_0d_arrays(capsys):
+    ref = REFERENCES["central_difference"]
+    assert_passes(check_central_difference, lambda f, x, h=1e-5: np.asarray(ref(f, x, h)), capsys, 6)
+
+
+QUAD = "a quadratic is exact, even with a large step"
+CUBIC = "a cubic: error h^2 f'''/6, with the h you are given"
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (forward_difference, QUAD, "forward difference"),
+    (backward_difference, QUAD, "backward difference"),
+    (denominator_h, QUAD, "divide by 2h, not h"),
+    (precedence_bug, QUAD, "operator precedence"),
+    (ignores_h, CUBIC, "use the step h passed in"),
+    (tiny_default_h, "accuracy on sin and exp with the default h", "h=1e-5 the default"),
+    (one_sided_for_small_h, CUBIC, "forward difference"),
+])
+def test_central_difference_rejects_bugs(fn, stage, hint, capsys):
+    assert_rejects(check_central_difference, fn, capsys, stage, hint)
+
+
+def test_forward_difference_fails_the_accuracy_and_order_stages_too():
+    """Were the early stages absent, the O(h) error alone would reject a forward difference."""
+    x = 1.0
+    err = abs(forward_difference(np.sin, x) - np.cos(x))
+    assert err > 1e-8                                                # accuracy stage threshold
+    e1 = abs(forward_difference(np.exp, 0.5, 1e-1) - np.exp(0.5))
+    e2 = abs(forward_difference(np.exp, 0.5, 1e-2) - np.exp(0.5))
+    assert not 50 < e1 / e2 < 200                                    # order stage
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("fn, message", [
+    (returns_both, "returned a tuple"),
+    (returns_array, "shape (2,)"),
+    (lambda f, x, h=1e-5: None, "returned NoneType"),
+    (lambda f, x, h=1e-5: "0.54", "returned str"),
+    (lambda f, x, h=1e-5: (f(x + h) - f(x - h)) / 0.0, "returned"),
+])
+def test_central_difference_wrong_type_or_shape_is_a_clear_failure(fn, message, capsys):
+    result, out = run(check_central_difference, fn, capsys)
+    assert not result.passed and result.done and result.stage == "returns one number"
+    assert message in result.message, out
+
+
+# ---- not done, exceptions, non-functions: for every checker ------------------------------------
+
+CHECKERS = [check_encode, check_answer, check_central_difference]
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError("Exercise 1.x: your code here")
+
+
+def crashes(*args, **kwargs):
+    return [][1]
+
+
+@pytest.mark.parametrize("check", CHECKERS)
+def test_stub_is_not_done_without_traceback(check, capsys):
+    result = check(stub)
+    out = capsys.readouterr()
+    assert not result.passed and not result.done
+    assert "not done yet" in out.out and "Traceback" not in out.out + out.err
+    assert len(out.out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("check", CHECKERS)
+def test_other_exception_is_a_failed_result(check, capsys):
+    result = check(crashes)
+    out = lines(capsys)
+    assert not result.passed and result.done
+    assert "IndexError" in result.message and "Traceback" not in "\n".join(out)
+    assert out[0].startswith("✗")
+
+
+@pytest.mark.parametrize("check", CHECKERS)
+def test_passing_a_result_instead_of_a_function(check, capsys):
+    result = check(42)
+    assert not result.passed and "pass your function itself" in capsys.readouterr().out
