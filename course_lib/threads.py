@@ -5,9 +5,7 @@ is small, so two threads gain little and the spinning steals the core that the
 Numba kernels run on (measured: a training run took 3x longer). Training and the
 benchmarks therefore use one BLAS thread for small models.
 """
-import contextlib
-
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 SMALL = 1 << 22   # rows x d_model x d_model below this: one thread is faster
 
@@ -17,11 +15,24 @@ def blas_threads_for(config, rows):
     return 1 if rows * config.d_model * config.d_model < SMALL else None
 
 
-@contextlib.contextmanager
-def blas_threads(n):
-    """Limit BLAS to n threads inside the block (n=None: no change)."""
-    if n is None:
-        yield
-        return
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield
+class blas_threads:
+    """`with blas_threads(n):` limits BLAS to n threads inside the block (n=None: no change).
+    The same object can be entered again and again (once per training step, say)."""
+
+    def __init__(self, n):
+        self.n = n
+        self._limits = None
+
+    _controller = None
+
+    def __enter__(self):
+        if self.n is not None:
+            if blas_threads._controller is None:          # finding the libraries is slow: once
+                blas_threads._controller = ThreadpoolController()
+            self._limits = blas_threads._controller.limit(limits=self.n, user_api="blas")
+        return self
+
+    def __exit__(self, *exc):
+        if self._limits is not None:
+            self._limits.restore_original_limits()
+            self._limits = None

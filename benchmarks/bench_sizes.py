@@ -1,0 +1,209 @@
+"""Training-step benchmark at three sizes: course_lib, PyTorch eager and plain NumPy, side by side.
+
+    python benchmarks/bench_sizes.py                 # all sizes
+    python benchmarks/bench_sizes.py --sizes tiny    # one size; --repeats, --no-start, --no-memory
+
+A step is loss + backward + Adam. Each size runs in its own process (tiny with one
+OpenBLAS thread: at that size the spinning of idle BLAS threads slows PyTorch and
+course_lib alike); inside it the implementations run in interleaved rounds
+(A, B, C, A, B, C, ...) so they share the machine's load;
+medians and minima are reported with speed-ups against PyTorch, achieved GFLOP/s
+against a measured matrix-multiply peak, and (in child processes) peak memory and
+cold / warm start: import plus first step with an empty and with a filled Numba cache.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+SIZES = {
+    "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8, blas_threads=1),
+    "mid": dict(preset="gpt2", overrides=dict(vocab_size=512, seq_len=128, d_model=256, n_heads=8, n_layers=4,
+                                              d_ff=1024), batch=8, seq=128, blas_threads=None),
+    "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64, blas_threads=None),
+}
+
+
+def make_config(size):
+    import course_lib as cl
+    spec = SIZES[size]
+    return getattr(cl.presets, spec["preset"])(**spec["overrides"])
+
+
+def make_batch(size):
+    """Token ids and targets: the task's problems for tiny, random next-token data otherwise."""
+    import course_lib as cl
+    spec = SIZES[size]
+    if size == "tiny":
+        tokens, targets = cl.task.splits(seed=0)["train"]
+        return tokens[:spec["batch"]], targets[:spec["batch"]]
+    cfg = make_config(size)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg.vocab_size, (spec["batch"], spec["seq"] + 1))
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def step_flops(cfg, B, T):
+    """Matrix-multiply FLOPs of one training step (forward x 3), every position scored."""
+    N, C, F, V, H = B * T, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_heads
+    per_layer = 2 * N * C * (4 * C + 2 * F) + 4 * B * T * T * C
+    return 3 * (cfg.n_layers * per_layer + 2 * N * C * V)
+
+
+def matmul_peak():
+    a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    a @ a
+    best = min(_timed(lambda: a @ a) for _ in range(5))
+    return 2 * 1024 ** 3 / best / 1e9
+
+
+def _timed(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def course_lib_step(size, backend="numba"):
+    import course_lib as cl
+    model = cl.Transformer(make_config(size), seed=0, backend=backend)
+    opt = cl.optim.Adam(model.params, lr=1e-4)
+    tokens, targets = make_batch(size)
+
+    def step():
+        model.loss(tokens, targets)
+        opt.step(model.backward())
+    return step
+
+
+def torch_step(size):
+    import torch
+    import course_lib as cl
+    from course_lib.torch_reference import TorchTransformer
+    ref = TorchTransformer(cl.Transformer(make_config(size), seed=0))
+    opt = torch.optim.Adam(ref.parameters(), lr=1e-4)
+    tokens, targets = make_batch(size)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        ref.loss(tokens, targets).backward()
+        opt.step()
+    return step
+
+
+def bench_size(size, repeats, with_numpy=True):
+    import course_lib as cl
+    cfg = make_config(size)
+    spec = SIZES[size]
+    steps = {"course_lib": course_lib_step(size)}
+    try:
+        steps["pytorch"] = torch_step(size)
+    except ImportError:
+        pass
+    if with_numpy:
+        steps["numpy"] = course_lib_step(size, backend="numpy")
+    for step in steps.values():
+        step()
+        step()
+    inner = max(1, int(0.2 / max(1e-4, _timed(steps["course_lib"]))))
+    times = {k: [] for k in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            times[name].append(_timed(lambda: [step() for _ in range(inner)]) / inner)
+    flops = step_flops(cfg, spec["batch"], spec["seq"])
+    return {"size": size, "params": int(cl.Transformer(cfg, seed=0).n_params) if size != "gpt2-small" else None,
+            "flops": flops, "inner": inner,
+            "median": {k: float(np.median(v)) for k, v in times.items()},
+            "min": {k: float(np.min(v)) for k, v in times.items()}}
+
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {bench_dir!r})
+import course_lib as cl
+import bench_sizes as b
+t_import = time.perf_counter() - t0
+step = b.course_lib_step({size!r})
+step()
+t_first = time.perf_counter() - t0
+print(json.dumps({{"import": t_import, "first": t_first,
+                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}}))
+"""
+
+
+def size_env(size):
+    env = dict(os.environ)
+    if SIZES[size]["blas_threads"]:
+        env["OPENBLAS_NUM_THREADS"] = str(SIZES[size]["blas_threads"])
+    return env
+
+
+def child(size, cache_dir, seq=None):
+    env = dict(size_env(size), NUMBA_CACHE_DIR=cache_dir)
+    code = CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), size=size)
+    if seq is not None:
+        code = code.replace("step = b.course_lib_step",
+                            f"b.SIZES[{size!r}].update(seq={seq}, batch=1)\nstep = b.course_lib_step")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if out.returncode:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds per size (default 7)")
+    ap.add_argument("--no-numpy", action="store_true", help="skip the plain NumPy reference")
+    ap.add_argument("--no-start", action="store_true", help="skip cold/warm start measurements")
+    ap.add_argument("--no-memory", action="store_true", help="skip the GPT-2 small T=1024 memory check")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(bench_size(args.child, args.repeats, with_numpy=not args.no_numpy)))
+        return
+    peak = matmul_peak()
+    print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s; {os.cpu_count()} cores")
+    for size in args.sizes:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", size, "--repeats", str(args.repeats)]
+        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(size),
+                             capture_output=True, text=True)
+        if out.returncode:
+            print(f"\n{size}: failed: {out.stderr.strip()[-500:]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        spec = SIZES[size]
+        print(f"\n{size}: batch {spec['batch']}, T {spec['seq']} ({r['flops'] / 1e9:.2f} GFLOP per step; "
+              f"median and min of {args.repeats} interleaved rounds of {r['inner']} steps)")
+        for name in r["median"]:
+            med = r["median"][name]
+            ratio = (f"  speed-up vs PyTorch {r['median']['pytorch'] / med:5.2f}x"
+                     if "pytorch" in r["median"] and name != "pytorch" else "")
+            print(f"  {name:<11} {med * 1e3:10.2f} ms (min {r['min'][name] * 1e3:9.2f})  "
+                  f"{r['flops'] / med / 1e9:6.1f} GFLOP/s = {r['flops'] / med / 1e9 / peak:5.1%} of peak{ratio}")
+    if not args.no_start:
+        with tempfile.TemporaryDirectory() as cache:
+            cold = child("tiny", cache)
+            warm = child("tiny", cache)
+        print(f"\nstart (tiny: import + first step): cold {cold.get('first', float('nan')):.2f} s "
+              f"(empty Numba cache), warm {warm.get('first', float('nan')):.2f} s (import {warm.get('import', 0):.2f} s)")
+    if not args.no_memory:
+        for size in args.sizes:
+            if size == "tiny":
+                continue
+            m = child(size, os.environ.get("NUMBA_CACHE_DIR", tempfile.gettempdir() + "/course_lib_numba"))
+            print(f"peak memory, {size} step: {m.get('rss_gb', float('nan')):.2f} GB")
+        m = child("gpt2-small", os.environ.get("NUMBA_CACHE_DIR", tempfile.gettempdir() + "/course_lib_numba"), seq=1024)
+        if "error" in m:
+            print(f"GPT-2 small, B 1, T 1024: failed: {m['error']}")
+        else:
+            print(f"peak memory, GPT-2 small step at B 1, T 1024: {m['rss_gb']:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
