@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest_browser import browser  # noqa: F401  (fixture)
+
 jupyter_book = pytest.importorskip(
     "jupyter_book", reason="jupyter-book is not installed; the book build cannot be tested"
 )
@@ -82,3 +84,29 @@ def test_notebook_pages_show_exercises(built_html):
     without = [nb for nb in notebooks
                if "Exercise" not in (built_html / f"{nb}.html").read_text(encoding="utf8")]
     assert not without, f"notebook pages without the word 'Exercise': {without}"
+
+
+def test_built_page_slider_changes_the_figure(built_html, browser):
+    """On a built notebook page (no kernel), moving a widget plot's slider shows another frame."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from conftest_browser import wait_until
+
+    notebooks = [f for f in map(_page_name, toc_files()) if f.startswith("notebooks/")]
+    checked = 0
+    for nb in notebooks:
+        browser.get((built_html / f"{nb}.html").as_uri())
+        plots = browser.find_elements(By.CSS_SELECTOR, "div.clwp")
+        assert plots, f"{nb}: no kernel-free widget plot on the built page"
+        slider = next((el for p in plots for el in p.find_elements(By.CSS_SELECTOR, "input[type=range]")), None)
+        if slider is None:
+            continue
+        img = slider.find_element(By.XPATH, "ancestor::div[contains(@class, 'clwp')]//img")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", slider)
+        slider.send_keys(Keys.HOME)
+        before = img.get_attribute("src")
+        slider.send_keys(Keys.END)
+        wait_until(browser, lambda d: img.get_attribute("src") != before, message=f"{nb}: the figure did not change")
+        checked += 1
+    assert checked, "no built notebook page has a slider"
