@@ -338,12 +338,12 @@ class Transformer:
         probs, scored = self._loss_tape
         grads = {}
         dlogits = self.k.cross_entropy_backward(probs, scored)
-        dxs, dw, db = self.k.linear_backward(dlogits, tape["head_in"], self._head_weight(), "head.b" in P)
-        tied_dw = None
+        tied_d_emb = None
         if cfg.tie_embeddings:
-            tied_dw = dw.T
+            # logits = x @ E^T: dx = dlogits @ E, and dE = dlogits^T @ x comes out in E's (V, C) layout
+            dxs, tied_d_emb = dlogits @ P["tok_emb"], dlogits.T @ tape["head_in"]
         else:
-            grads["head.w"] = dw
+            dxs, grads["head.w"], db = self.k.linear_backward(dlogits, tape["head_in"], P["head.w"], "head.b" in P)
             if "head.b" in P:
                 grads["head.b"] = db
         dx = dxs
@@ -359,8 +359,8 @@ class Transformer:
         if cfg.n_layers == 0 and tape["rows"] is not None:
             dx = self._scatter_rows(dx, tape["rows"], B * T)
         d_tok, d_pos = self.k.embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
-        if tied_dw is not None:
-            d_tok += tied_dw
+        if tied_d_emb is not None:
+            d_tok += tied_d_emb
         grads["tok_emb"] = d_tok
         if cfg.positional == "learned":
             grads["pos_emb"] = np.zeros_like(P["pos_emb"])

@@ -6,29 +6,37 @@ Shapes: logits z (N, V), targets y (N,).
 import numpy as np
 
 from ._jit import kernel
-from .softmax import softmax_row
 
 IGNORE = -100
 
 
 @kernel
 def cross_entropy_forward(logits, targets):
-    """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss."""
+    """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss.
+
+    Per row: m = max z, s = sum exp(z - m), p = exp(z - m) / s, loss = m + log s - z[y]
+    (one exp per logit; log s is never log 0, since the largest term is exp(0) = 1).
+    """
     N, V = logits.shape
     probs = np.empty_like(logits)
     total = 0.0
     count = 0
     for n in range(N):
-        softmax_row(logits[n], probs[n], V)
+        z = logits[n]
+        m = z[0]
+        for v in range(1, V):
+            m = max(m, z[v])
+        s = 0.0
+        for v in range(V):
+            e = np.exp(z[v] - m)
+            probs[n, v] = e
+            s += e
+        inv = 1.0 / s
+        for v in range(V):
+            probs[n, v] *= inv
         y = targets[n]
         if y != IGNORE:
-            m = logits[n, 0]
-            for v in range(1, V):
-                m = max(m, logits[n, v])
-            s = 0.0
-            for v in range(V):
-                s += np.exp(logits[n, v] - m)
-            total += m + np.log(s) - logits[n, y]
+            total += m + np.log(s) - z[y]
             count += 1
     return total / max(count, 1), probs
 
