@@ -453,3 +453,33 @@ def line_plot(x, ys, title, xlabel, ylabel, ax=None, *, logx=False, logy=False,
             ax.legend(frameon=False)
         ax.grid(alpha=0.3)
     return fig
+
+
+def gradient_check(analytic, numerical, name="gradient", floor=1e-8, figsize=(11, 3.2)) -> Figure:
+    """Analytic vs numerical gradient side by side, and where they differ.
+
+    Three panels for a 1-D or 2-D gradient: the analytic values, the numerical values, and
+    log10 of the per-element relative error |a - n| / max(|a| + |n|, floor). A right gradient
+    is dark everywhere in the third panel (below 1e-6); a wrong one lights up where it is wrong.
+    The title gives the overall relative error ||a - n|| / (||a|| + ||n||). Returns the Figure.
+    """
+    from .gradcheck import elementwise_rel_error, rel_error
+    a, n = np.asarray(analytic, dtype=float), np.asarray(numerical, dtype=float)
+    if a.shape != n.shape:
+        raise ValueError(f"analytic {a.shape} and numerical {n.shape} gradients differ in shape")
+    if a.ndim not in (1, 2):
+        raise ValueError(f"gradient_check shows 1-D or 2-D gradients, got {a.ndim}-D: reshape or slice it first")
+    a2, n2 = (x.reshape(1, -1) if x.ndim == 1 else x for x in (a, n))
+    err = np.log10(np.maximum(elementwise_rel_error(a2, n2, floor), 1e-16))
+    fig = new_figure(figsize)
+    with style():
+        axes = fig.subplots(1, 3)
+    lim = max(np.abs(a2).max(), np.abs(n2).max(), 1e-300)
+    for ax, m, t in ((axes[0], a2, "analytic"), (axes[1], n2, "numerical")):
+        heatmap(m, None, None, f"{t} d loss / d {name}", "gradient", ax=ax, xlabel="column", ylabel="row",
+                cmap="cividis", vmin=-lim, vmax=lim)
+    heatmap(err, None, None, "per-element relative error", "log10 relative error", ax=axes[2],
+            xlabel="column", ylabel="row", cmap="viridis", vmin=-16, vmax=0)
+    with style():
+        fig.suptitle(f"{name}: relative error {rel_error(a, n):.1e}")
+    return fig

@@ -220,3 +220,18 @@ def test_bundle_in_a_kernel_has_widget_view_and_html(tmp_path):
     here = viz.slider_plot(lambda ax, t: (ax.plot([0, 1], [0, t]), ax.set(xlabel="x", ylabel="y")),
                            [1, 2, 3], "t", title="Lines")
     assert data["text/html"] == here.to_html()
+
+
+def test_gradient_check_figure_shows_where_a_gradient_is_wrong():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5))
+    n = a.copy()
+    n[2, 3] += 1.0
+    fig = viz.gradient_check(a, n, "W")
+    err_ax = fig.axes[2]
+    err = err_ax.images[0].get_array()
+    assert np.unravel_index(np.argmax(err), err.shape) == (2, 3)
+    assert err[2, 3] > -1 and np.delete(err.ravel(), 2 * 5 + 3).max() <= -15
+    assert "relative error" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="differ in shape"):
+        viz.gradient_check(a, n[:2], "W")
