@@ -3,7 +3,7 @@ import pytest
 
 import course_lib as cl
 from course_lib import io
-from conftest import small_config
+from support import small_config
 
 
 def trained(batch, optimizer="Adam"):

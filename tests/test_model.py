@@ -6,7 +6,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.gradcheck import check_model
-from conftest import small_config
+from support import small_config
 
 SWITCHES = list(itertools.product(["post", "pre"], ["relu", "gelu"], ["sinusoidal", "learned"],
                                   [False, True], [False, True]))

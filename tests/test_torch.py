@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from conftest import small_config
+from support import small_config
 
 try:
     import torch
