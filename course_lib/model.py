@@ -176,21 +176,25 @@ class Transformer:
         w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
         b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
         qkv = self.k.linear_forward(x, w_qkv, b_qkv)
-        heads, att = self.k.attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
-        heads = heads.reshape(B * T, -1)
-        if rows is not None:
-            heads = heads[rows]
+        if rows is None:
+            heads, att = self.k.attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
+            heads = heads.reshape(B * T, -1)
+        else:
+            heads, att = self.k.attention_rows_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal, rows)
         y = self.k.linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
         return y, (x, w_qkv, qkv, att, heads, rows)
 
     def _attention_backward(self, prefix, dy, tape, grads):
         x, w_qkv, qkv, att, heads, rows = tape
         bias = self.config.attn_bias
-        B, T = att.shape[0], att.shape[2]
+        T = att.shape[-1]
+        B = x.shape[0] // T
         dheads, grads[prefix + "w_o"], db_o = self.k.linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
-        if rows is not None:
-            dheads = self._scatter_rows(dheads, rows, B * T)
-        dqkv = self.k.attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att).reshape(B * T, -1)
+        if rows is None:
+            dqkv = self.k.attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att)
+        else:
+            dqkv = self.k.attention_rows_backward(dheads, qkv.reshape(B, T, -1), att, rows)
+        dqkv = dqkv.reshape(B * T, -1)
         dx, dw_qkv, db_qkv = self.k.linear_backward(dqkv, x, w_qkv, bias)
         C = x.shape[1]
         for j, w in enumerate("qkv"):
@@ -372,8 +376,9 @@ class Transformer:
     def cache(self):
         """Named activations of the last forward/loss: 'embeddings' (B, T, C),
         'blocks.{i}.input' / '.output' (B, T, C), 'blocks.{i}.attn.weights' (B, H, T, T),
-        'final' (B, T, C). Attention weights are absent in recompute mode; after loss(),
-        the last block's output and 'final' exist only at the scored positions, so they are left out."""
+        'final' (B, T, C). Attention weights are absent in recompute mode; after a loss() that
+        scores only some positions, the last block ran only there, so its output, its attention
+        weights and 'final' are left out (forward() or attention() gives them all)."""
         if self._tape is None:
             return {}
         tape = self._tape
@@ -384,7 +389,7 @@ class Transformer:
             out[f"blocks.{i}.input"] = x_in.reshape(shape3)
             if rows is None:
                 out[f"blocks.{i}.output"] = x_out.reshape(shape3)
-            if block_tape is not None and "attn" in block_tape:
+            if block_tape is not None and "attn" in block_tape and rows is None:
                 out[f"blocks.{i}.attn.weights"] = block_tape["attn"][0][3]
         if tape["rows"] is None:
             out["final"] = tape["head_in"].reshape(shape3)

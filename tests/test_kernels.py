@@ -208,3 +208,21 @@ def test_check_function_needs_float64():
 def test_relu_keeps_nan_visible():
     y = K.relu_forward(np.array([[np.nan, -1.0, 2.0]]))
     assert np.isnan(y[0, 0]) and y[0, 1] == 0 and y[0, 2] == 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_at_chosen_query_rows(causal):
+    B, T, C, H = 2, 5, 4, 2
+    qkv = randn(B, T, 3 * C)
+    rows = np.array([4, 7, 9])
+    out, att = K.attention_forward(qkv, H, causal)
+    r_out, r_att = K.attention_rows_forward(qkv, H, causal, rows)
+    np.testing.assert_allclose(r_out, out.reshape(B * T, C)[rows], rtol=1e-12)
+    np.testing.assert_allclose(r_att, att.transpose(0, 2, 1, 3).reshape(B * T, H, T)[rows], rtol=1e-12)
+    tape = {}
+
+    def forward(qkv):
+        o, tape["att"] = K.attention_rows_forward(qkv, H, causal, rows)
+        return o
+    assert_all_small(check_op(forward, lambda dy: {"qkv": K.attention_rows_backward(dy, qkv, tape["att"], rows)},
+                              {"qkv": qkv}))

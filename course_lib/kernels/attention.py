@@ -8,6 +8,10 @@ h*D : (h+1)*D with D = C / H. For each batch row b and head h:
 Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
 Each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays; from
 T >= BLAS_MIN_T the products go through BLAS, below that plain loops are faster.
+
+attention_rows_forward / _backward compute the same for chosen query rows only
+(flat positions n = b*T + t): what the last block needs when the loss reads only
+some positions. Every key and value is still used.
 """
 import math
 
@@ -108,4 +112,76 @@ def attention_backward(dout, qkv, att):
             dqkv[b, :, h * D:(h + 1) * D] = _matmul_nn(dA, k, use_blas)
             dqkv[b, :, C + h * D:C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(dA.T), q, use_blas)
             dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(a.T), do, use_blas)
+    return dqkv
+
+
+@kernel
+def _attend_row(qkv, b, t, h, T, D, causal, scale, a_row, out_row):
+    """One query row of one head: a_row (T,) = softmax(q_t K^T * scale), out_row (D,) = a_row V."""
+    C = qkv.shape[2] // 3
+    q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+    n_keys = t + 1 if causal else T
+    for s in range(n_keys):
+        dot = 0.0
+        for d in range(D):
+            dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
+        a_row[s] = dot * scale
+    softmax_row(a_row, a_row, n_keys)
+    for d in range(D):
+        out_row[d] = 0.0
+    for s in range(n_keys):
+        a = a_row[s]
+        for d in range(D):
+            out_row[d] += a * qkv[b, s, v0 + d]
+
+
+@kernel
+def attention_rows_forward(qkv, n_heads, causal, rows):
+    """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T)."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    D = C // n_heads
+    scale = 1.0 / math.sqrt(D)
+    out = np.empty((rows.shape[0], C), dtype=qkv.dtype)
+    att = np.empty((rows.shape[0], n_heads, T), dtype=qkv.dtype)
+    for m in range(rows.shape[0]):
+        b, t = rows[m] // T, rows[m] % T
+        for h in range(n_heads):
+            _attend_row(qkv, b, t, h, T, D, causal, scale, att[m, h], out[m, h * D:(h + 1) * D])
+    return out, att
+
+
+@kernel
+def attention_rows_backward(dout, qkv, att, rows):
+    """dout (M, C) at the query rows -> dqkv (B, T, 3C); zero Q gradient at the other rows.
+
+    Per row and head: dV += a^T dO;  da = dO V^T;  ds = a * (da - sum(da * a)) / sqrt(D);
+    dq = ds K;  dK += ds^T q.
+    """
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    n_heads = att.shape[1]
+    D = C // n_heads
+    scale = 1.0 / math.sqrt(D)
+    dqkv = np.zeros_like(qkv)
+    da = np.empty(T, dtype=qkv.dtype)
+    for m in range(rows.shape[0]):
+        b, t = rows[m] // T, rows[m] % T
+        for h in range(n_heads):
+            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            a = att[m, h]
+            row_sum = 0.0
+            for s in range(T):
+                dot = 0.0
+                for d in range(D):
+                    dot += dout[m, q0 + d] * qkv[b, s, v0 + d]
+                    dqkv[b, s, v0 + d] += a[s] * dout[m, q0 + d]
+                da[s] = dot
+                row_sum += dot * a[s]
+            for s in range(T):
+                ds = a[s] * (da[s] - row_sum) * scale
+                if ds != 0.0:
+                    for d in range(D):
+                        dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
+                        dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
     return dqkv

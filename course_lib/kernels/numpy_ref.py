@@ -124,3 +124,20 @@ def cross_entropy_backward(probs, targets):
     dz[scored] = probs[scored]
     dz[np.flatnonzero(scored), targets[scored]] -= 1
     return dz / scored.sum()
+
+
+def attention_rows_forward(qkv, n_heads, causal, rows):
+    out, att = attention_forward(qkv, n_heads, causal)
+    B, T = qkv.shape[:2]
+    return out.reshape(B * T, -1)[rows], att.transpose(0, 2, 1, 3).reshape(B * T, n_heads, T)[rows]
+
+
+def attention_rows_backward(dout, qkv, att, rows):
+    B, T, C3 = qkv.shape
+    n_heads = att.shape[1]
+    full_att = np.zeros((B * T, n_heads, T), qkv.dtype)
+    full_att[rows] = att
+    full_dout = np.zeros((B * T, C3 // 3), qkv.dtype)
+    full_dout[rows] = dout
+    full_att = full_att.reshape(B, T, n_heads, T).transpose(0, 2, 1, 3)
+    return attention_backward(full_dout.reshape(B, T, -1), qkv, full_att)
