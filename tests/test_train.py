@@ -158,3 +158,23 @@ def test_experiment_runner_table():
     assert [r["name"] for r in rows] == ["full", "no attention", "small"]
     assert all(len(r["accs"]) == 2 and 0 <= r["mean"] <= 1 for r in rows)
     assert "no attention" in train.format_table(rows)
+
+
+def test_ctrl_c_stops_the_command_cleanly_and_keeps_the_best_model(tmp_path):
+    import signal
+    import time
+    out = tmp_path / "m.npz"
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib", "train", "--epochs", "200", "--n-train", "400",
+                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while not out.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert out.exists(), "no checkpoint appeared"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted after" in stdout and "keeping the best model so far" in stdout
+    assert "Traceback" not in stderr
+    model = cl.io.load(out)
+    model.forward(cl.task.splits(0)["test"][0][:2])
