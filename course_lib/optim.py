@@ -56,6 +56,13 @@ def _check_number(name, value, low=0.0, high=None, low_open=False):
     return float(value)
 
 
+@kernel
+def adam_update_all(ps, gs, ms, vs, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """adam_update on every array of the tuples: one call per step instead of one per parameter."""
+    for i in range(len(ps)):
+        adam_update(ps[i], gs[i], ms[i], vs[i], lr, beta1, beta2, eps, weight_decay, decoupled, step)
+
+
 class Optimizer:
     """Base: holds the params dict, checks gradients, counts steps."""
 
@@ -159,10 +166,14 @@ class Adam(Optimizer):
     def step(self, grads):
         grads = self._check_grads(grads)
         self.t += 1
-        b1, b2 = self.betas
-        for k, p in self.params.items():
-            adam_update(p.reshape(-1), grads[k], self.m[k].reshape(-1), self.v[k].reshape(-1),
-                        self.lr, b1, b2, self.eps, self.weight_decay, self.decoupled, self.t)
+        flat = [(p.reshape(-1), grads[k], self.m[k].reshape(-1), self.v[k].reshape(-1))
+                for k, p in self.params.items()]
+        hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
+        if len({p.dtype for p, _, _, _ in flat}) == 1:      # one kernel call for all parameters
+            adam_update_all(*(tuple(arrays) for arrays in zip(*flat)), *hyper)
+        else:
+            for arrays in flat:
+                adam_update(*arrays, *hyper)
 
 
 class AdamW(Adam):

@@ -137,3 +137,16 @@ def test_same_seed_bitwise_identical_and_thread_count_independent():
     c = run_training(1)
     np.testing.assert_allclose(c["losses"], a["losses"], rtol=1e-6)
     assert a["losses"][-1] < a["losses"][0]
+
+
+def test_adam_with_mixed_precision_parameters_matches_one_by_one():
+    p = {"a": np.ones(3, dtype=np.float32), "b": np.ones((2, 2))}
+    q = {"a": np.ones(3, dtype=np.float32)}
+    r = {"b": np.ones((2, 2))}
+    g = {"a": np.array([1.0, -2.0, 3.0], dtype=np.float32), "b": np.full((2, 2), 0.5)}
+    for params in (p, q, r):
+        opt = optim.Adam(params, lr=0.1)
+        for _ in range(3):
+            opt.step({k: g[k] for k in params})
+    np.testing.assert_array_equal(p["a"], q["a"])
+    np.testing.assert_array_equal(p["b"], r["b"])
