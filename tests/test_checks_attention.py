@@ -306,7 +306,7 @@ def test_attention_diagnoses_a_transposed_on_square_inputs():
     Q, K, V = (rng.standard_normal((4, 4)) for _ in range(3))
     _, A = attention(Q, K, V)
     with pytest.raises(cl.checks.CheckFailed) as err:
-        checks_attention._diagnose(A.T @ V, A @ V, checks_attention._out_mistakes(Q, K, V), "out = A @ V")
+        checks_attention.diagnose(A.T @ V, A @ V, checks_attention._out_mistakes(Q, K, V), "out = A @ V")
     assert "not A.T @ V" in err.value.hint
 
 

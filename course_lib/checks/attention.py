@@ -13,7 +13,7 @@ whole array (instead of each row's maximum) is then exact too, and is accepted.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, expect_close, expect_finite, expect_shape, stage
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_close, expect_finite, expect_shape, stage
 
 __all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
            "check_single_head_attention_backward"]
@@ -73,29 +73,6 @@ def _attention_backward(dout, Q, K, V, A, softmax_backward=_softmax_backward, sc
     return dS @ K * s, dS.T @ Q * s, dV
 
 
-def _diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
-    """Fail with the hint of the first known mistake that `got` reproduces, else `default_hint`.
-
-    mistakes: list of (callable giving the wrong array, hint). Returns `got` as an array
-    when it matches `expected`.
-    """
-    arr = as_array(got, what)
-    expected = np.asarray(expected, dtype=float)
-    if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
-        return arr
-    hint = default_hint
-    for wrong, wrong_hint in mistakes:
-        try:
-            with np.errstate(all="ignore"):
-                candidate = np.asarray(wrong(), dtype=float)
-        except Exception:  # a mistake that cannot even be formed for this input
-            continue
-        if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
-            hint = wrong_hint
-            break
-    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
-
-
 def _pair(result, names, what):
     """The learner's tuple (out, A) / (dQ, dK, dV) as a list of arrays, or a clear failure."""
     n = len(names)
@@ -144,7 +121,7 @@ def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_
     y = expect_shape(_run(softmax, x), x.shape, hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
     expect_finite(y, hint=finite_hint)
     _rows_sum_to_one(y)
-    return _diagnose(y, _softmax(x), _softmax_mistakes(np.asarray(x, dtype=float)), _SOFTMAX_HINT,
+    return diagnose(y, _softmax(x), _softmax_mistakes(np.asarray(x, dtype=float)), _SOFTMAX_HINT,
                      rtol=rtol, atol=atol)
 
 
@@ -228,9 +205,9 @@ def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     _rows_sum_to_one(A, what="A", axis_name="query's row (over the keys)")
     Q, K, V = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
     want_out, want_A = _attention(Q, K, V)
-    _diagnose(A, want_A, _scale_mistakes(Q, K), _ATTN_HINT, what="A", rtol=rtol, atol=atol)
+    diagnose(A, want_A, _scale_mistakes(Q, K), _ATTN_HINT, what="A", rtol=rtol, atol=atol)
     expect_finite(out, what="out", hint="out = A @ V")
-    _diagnose(out, want_out, _out_mistakes(Q, K, V), "out = A @ V", what="out", rtol=rtol, atol=atol)
+    diagnose(out, want_out, _out_mistakes(Q, K, V), "out = A @ V", what="out", rtol=rtol, atol=atol)
 
 
 @checker("Exercise 3.2", "single-head attention")
@@ -308,7 +285,7 @@ def _smb_mistakes(dy, y):
 def _check_smb_case(fn, dy, y, rtol=1e-6, atol=1e-9):
     dx = expect_shape(_run(fn, dy, y), y.shape, hint="dx has the shape of x (and of y and dy): (N, K)")
     expect_finite(dx, hint=_SMB_HINT)
-    return _diagnose(dx, _softmax_backward(dy, y), _smb_mistakes(dy, y), _SMB_HINT, rtol=rtol, atol=atol)
+    return diagnose(dx, _softmax_backward(dy, y), _smb_mistakes(dy, y), _SMB_HINT, rtol=rtol, atol=atol)
 
 
 @checker("Exercise 3.3", "softmax backward")
@@ -327,7 +304,7 @@ def check_softmax_backward(fn):
         y = _softmax(rng.standard_normal((1, 4)))
         dx = _run(fn, np.full((1, 4), 3.0), y)
         expect_shape(dx, (1, 4), hint="dx has the shape of x: (N, K)")
-        _diagnose(dx, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
+        diagnose(dx, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
                   "a constant dy must give dx = 0: shifting every y_j alike is impossible, they sum to 1")
     with stage("random rows (dy need not sum to zero)"):
         for shape in ((4, 6), (3, 2), (1, 8)):
@@ -403,11 +380,11 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     A64 = A.astype(np.float64)
     dout, Q, K, V = (np.asarray(a, dtype=np.float64) for a in (dout, Q, K, V))
     want_dQ, want_dK, want_dV = _attention_backward(dout, Q, K, V, A64)
-    _diagnose(dV, want_dV, _dv_mistakes(dout, A64, V), "dV = A.T @ dout", what="dV", rtol=rtol, atol=atol)
-    _diagnose(dQ, want_dQ, _dq_mistakes(dout, Q, K, V, A64),
+    diagnose(dV, want_dV, _dv_mistakes(dout, A64, V), "dV = A.T @ dout", what="dV", rtol=rtol, atol=atol)
+    diagnose(dQ, want_dQ, _dq_mistakes(dout, Q, K, V, A64),
               "dA = dout @ V.T; dS = A * (dA - sum(dA * A, axis=-1, keepdims=True)); dQ = dS @ K / sqrt(D)",
               what="dQ", rtol=rtol, atol=atol)
-    _diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), "dK = dS.T @ Q / sqrt(D)",
+    diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), "dK = dS.T @ Q / sqrt(D)",
               what="dK", rtol=rtol, atol=atol)
 
 

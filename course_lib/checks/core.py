@@ -142,6 +142,29 @@ def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol
     return arr
 
 
+def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
+    """Pass when got matches expected; else fail with the hint of the first known mistake
+    that `got` reproduces, or `default_hint` when it matches none.
+
+    mistakes: list of (wrong array, or a callable giving it, hint). Returns `got` as an array.
+    """
+    arr = as_array(got, what)
+    expected = np.asarray(expected, dtype=float)
+    if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
+        return arr
+    hint = default_hint
+    for wrong, wrong_hint in mistakes:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = np.asarray(wrong() if callable(wrong) else wrong, dtype=float)
+        except Exception:  # a mistake that cannot even be formed for this input
+            continue
+        if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
+            hint = wrong_hint
+            break
+    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
+
+
 def expect_equal(value, expected, what="your result", hint=None):
     if value != expected:
         raise CheckFailed(f"{what} is {value!r}, expected {expected!r}", hint)

@@ -12,30 +12,9 @@ matches, so the hint points at the actual bug.
 import numpy as np
 
 from ..task import encode
-from .core import CheckFailed, as_array, call, checker, expect_close, expect_shape, stage
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_close, expect_shape, stage
 
 __all__ = ["check_embed", "check_embed_backward", "check_sinusoidal"]
-
-
-def _diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
-    """Fail with the hint of the first known mistake that `got` reproduces, else `default_hint`.
-
-    mistakes: list of (array or callable giving the array, hint). Passes when got == expected.
-    """
-    arr = as_array(got, what)
-    expected = np.asarray(expected, dtype=float)
-    if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
-        return arr
-    hint = default_hint
-    for wrong, wrong_hint in mistakes:
-        try:
-            candidate = np.asarray(wrong() if callable(wrong) else wrong, dtype=float)
-        except Exception:  # a mistake that cannot even be formed for this input
-            continue
-        if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
-            hint = wrong_hint
-            break
-    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
 
 
 def _int_tokens(array):
@@ -72,19 +51,19 @@ def check_embed(fn):
         E = np.arange(16, dtype=float).reshape(4, 4)  # row v is [4v, 4v + 1, 4v + 2, 4v + 3]
         tokens = _int_tokens([[2, 0, 3]])
         out = call(fn, tokens, E)
-        _diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+        diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
     with stage("random cases"):
         for B, T, V, C in ((4, 8, 20, 16), (3, 5, 7, 2), (2, 2, 9, 6)):
             tokens = _int_tokens(rng.integers(0, V, (B, T)))
             E = rng.standard_normal((V, C))
             out = call(fn, tokens, E)
-            _diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+            diagnose(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
     with stage("edge cases: ids 0 and V-1, repeated tokens, one token, float32 table"):
         E = rng.standard_normal((20, 64)).astype(np.float32)
         for text in ("Max(1,1,1)", "[PAD][PAD],,", ","):
             tokens = _int_tokens([encode(text)])
             out = call(fn, tokens, E)
-            _diagnose(out, E[tokens].astype(float), _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+            diagnose(out, E[tokens].astype(float), _lookup_mistakes(tokens, E), _LOOKUP_HINT)
 
 
 # ----------------------------------------------------------------------------------------
@@ -123,7 +102,7 @@ def _backward_mistakes(tokens, dX, V):
 def _check_backward_case(fn, tokens, dX, V):
     out = call(fn, tokens, dX, V)
     expect_shape(out, (V, dX.shape[-1]), hint="dE has the shape of E: (V, C)")
-    return _diagnose(out, _scatter_add(tokens, dX, V), _backward_mistakes(tokens, dX, V), _SCATTER_HINT)
+    return diagnose(out, _scatter_add(tokens, dX, V), _backward_mistakes(tokens, dX, V), _SCATTER_HINT)
 
 
 @checker("Exercise 2.2", "embedding backward")
@@ -155,7 +134,7 @@ def check_embed_backward(fn):
         dX = rng.standard_normal((1, 8, 64)).astype(np.float32)
         out = call(fn, tokens, dX, 20)
         expect_shape(out, (20, 64), hint="dE has the shape of E: (V, C)")
-        _diagnose(out, _scatter_add(tokens, dX.astype(float), 20),
+        diagnose(out, _scatter_add(tokens, dX.astype(float), 20),
                   _backward_mistakes(tokens, dX.astype(float), 20), _SCATTER_HINT, rtol=1e-5, atol=1e-6)
 
 
@@ -212,19 +191,19 @@ def check_sinusoidal(fn):
     with stage("position 0 is [0, 1, 0, 1, ...]"):
         out = call(fn, 1, 8)
         expect_shape(out, (1, 8), hint="sinusoidal(T, C) has shape (T, C)")
-        _diagnose(out, _table(1, 8), _sin_mistakes(1, 8),
+        diagnose(out, _table(1, 8), _sin_mistakes(1, 8),
                   "at pos = 0 every angle is 0: even columns sin(0) = 0, odd columns cos(0) = 1")
     with stage("hand-checkable case, T=3, C=4"):
         # pair 0 turns at frequency 1, pair 1 at 1/10000^(2/4) = 1/100
         out = call(fn, 3, 4)
         expect_shape(out, (3, 4), hint="sinusoidal(T, C) has shape (T, C)")
-        _diagnose(out, _table(3, 4), _sin_mistakes(3, 4), _SIN_HINT)
+        diagnose(out, _table(3, 4), _sin_mistakes(3, 4), _SIN_HINT)
     with stage("course size, T=8, C=64"):
         out = call(fn, 8, 64)
         expect_shape(out, (8, 64), hint="sinusoidal(T, C) has shape (T, C)")
-        _diagnose(out, _table(8, 64), _sin_mistakes(8, 64), _SIN_HINT)
+        diagnose(out, _table(8, 64), _sin_mistakes(8, 64), _SIN_HINT)
     with stage("edge cases: one pair (C=2), long table (T=200, C=128)"):
         for T, C in ((5, 2), (200, 128)):
             out = call(fn, T, C)
             expect_shape(out, (T, C), hint="sinusoidal(T, C) has shape (T, C)")
-            _diagnose(out, _table(T, C), _sin_mistakes(T, C), _SIN_HINT, rtol=1e-6, atol=1e-7)
+            diagnose(out, _table(T, C), _sin_mistakes(T, C), _SIN_HINT, rtol=1e-6, atol=1e-7)
