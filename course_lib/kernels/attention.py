@@ -7,7 +7,8 @@ h*D : (h+1)*D with D = C / H. For each batch row b and head h:
     O_h = A V_h               (T, D)
 Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
 Each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays; from
-T >= BLAS_MIN_T the products go through BLAS, below that plain loops are faster.
+T >= BLAS_MIN_T the products go through BLAS (one thread: they are small), below
+that plain loops are faster.
 
 attention_rows_forward / _backward compute the same for chosen query rows only
 (flat positions n = b*T + t): what the last block needs when the loss reads only
@@ -17,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..threads import blas_threads
 from ._jit import kernel
 from .softmax import softmax_row
 
@@ -30,89 +32,142 @@ def _head(qkv, b, col, D):
 
 
 @kernel
-def _matmul_nt(a, b, out, use_blas):
-    """out = a @ b.T for a (M, D), b (N, D)."""
-    if use_blas:
-        out[:, :] = a @ b.T
-        return
-    for i in range(a.shape[0]):
-        for j in range(b.shape[0]):
+def _scores_small(q, k, out):
+    """out = q @ k.T for q (T, D), k (T, D), as loops (short sequences)."""
+    for i in range(q.shape[0]):
+        for j in range(k.shape[0]):
             s = 0.0
-            for d in range(a.shape[1]):
-                s += a[i, d] * b[j, d]
+            for d in range(q.shape[1]):
+                s += q[i, d] * k[j, d]
             out[i, j] = s
 
 
 @kernel
-def _matmul_nn(a, b, use_blas):
-    """a @ b for a (M, K), b (K, D)."""
-    if use_blas:
-        return a @ b
-    out = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+def _weighted_small(a, v):
+    """a @ v for a (T, T), v (T, D), as loops that skip masked (zero) weights."""
+    out = np.zeros((a.shape[0], v.shape[1]), dtype=v.dtype)
     for i in range(a.shape[0]):
-        for k in range(a.shape[1]):
-            w = a[i, k]
+        for s in range(a.shape[1]):
+            w = a[i, s]
             if w != 0.0:
-                for d in range(b.shape[1]):
-                    out[i, d] += w * b[k, d]
+                for d in range(v.shape[1]):
+                    out[i, d] += w * v[s, d]
     return out
 
 
 @kernel
-def attention_forward(qkv, n_heads, causal):
-    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
+def _softmax_scores(scores, scale, causal, att):
+    """att[t] = softmax(scale * scores[t]) over the keys t may see."""
+    T = scores.shape[0]
+    for t in range(T):
+        row = scores[t]
+        for s in range(T):
+            row[s] *= scale
+        softmax_row(row, att[t], t + 1 if causal else T)
+
+
+@kernel
+def _dscores(dA, a, scale):
+    """dA <- dS = a * (dA - rowsum(dA * a)) * scale, in place (the softmax backward)."""
+    for t in range(a.shape[0]):
+        row_sum = 0.0
+        for s in range(a.shape[1]):
+            row_sum += dA[t, s] * a[t, s]
+        for s in range(a.shape[1]):
+            dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * scale
+
+
+@kernel
+def _forward_small(qkv, n_heads, causal):
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
-    scale = 1.0 / math.sqrt(D)
-    use_blas = T >= BLAS_MIN_T
     out = np.empty((B, T, C), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
     scores = np.empty((T, T), dtype=qkv.dtype)
     for b in range(B):
         for h in range(n_heads):
             q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
-            _matmul_nt(q, k, scores, use_blas)
-            for t in range(T):
-                row = scores[t]
-                for s in range(T):
-                    row[s] *= scale
-                softmax_row(row, att[b, h, t], t + 1 if causal else T)
-            out[b, :, h * D:(h + 1) * D] = _matmul_nn(att[b, h], v, use_blas)
+            _scores_small(q, k, scores)
+            _softmax_scores(scores, 1.0 / math.sqrt(D), causal, att[b, h])
+            out[b, :, h * D:(h + 1) * D] = _weighted_small(att[b, h], v)
     return out, att
 
 
 @kernel
+def _forward_blas(qkv, n_heads, causal):
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    D = C // n_heads
+    out = np.empty((B, T, C), dtype=qkv.dtype)
+    att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
+    for b in range(B):
+        for h in range(n_heads):
+            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
+            _softmax_scores(q @ k.T, 1.0 / math.sqrt(D), causal, att[b, h])
+            out[b, :, h * D:(h + 1) * D] = att[b, h] @ v
+    return out, att
+
+
+@kernel
+def _backward_small(dout, qkv, att):
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    n_heads = att.shape[1]
+    D = C // n_heads
+    dqkv = np.empty_like(qkv)
+    dA = np.empty((T, T), dtype=qkv.dtype)
+    for b in range(B):
+        for h in range(n_heads):
+            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
+            do = _head(dout, b, h * D, D)
+            a = att[b, h]
+            _scores_small(do, v, dA)
+            _dscores(dA, a, 1.0 / math.sqrt(D))
+            dqkv[b, :, h * D:(h + 1) * D] = _weighted_small(dA, k)
+            dqkv[b, :, C + h * D:C + (h + 1) * D] = _weighted_small(np.ascontiguousarray(dA.T), q)
+            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = _weighted_small(np.ascontiguousarray(a.T), do)
+    return dqkv
+
+
+@kernel
+def _backward_blas(dout, qkv, att):
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    n_heads = att.shape[1]
+    D = C // n_heads
+    dqkv = np.empty_like(qkv)
+    for b in range(B):
+        for h in range(n_heads):
+            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
+            do = _head(dout, b, h * D, D)
+            a = att[b, h]
+            dA = do @ v.T
+            _dscores(dA, a, 1.0 / math.sqrt(D))
+            dqkv[b, :, h * D:(h + 1) * D] = dA @ k
+            dqkv[b, :, C + h * D:C + (h + 1) * D] = dA.T @ q
+            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = a.T @ do
+    return dqkv
+
+
+def attention_forward(qkv, n_heads, causal):
+    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
+    if qkv.shape[1] < BLAS_MIN_T:
+        return _forward_small(qkv, n_heads, causal)
+    with blas_threads(1):           # many small products: one thread each is fastest
+        return _forward_blas(qkv, n_heads, causal)
+
+
 def attention_backward(dout, qkv, att):
     """dout (B, T, C) -> dqkv (B, T, 3C).
 
     dV_h = A^T dO_h;  dA = dO_h V_h^T;  dS = A * (dA - rowsum(dA * A)) / sqrt(D);
     dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient.
     """
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    n_heads = att.shape[1]
-    D = C // n_heads
-    scale = 1.0 / math.sqrt(D)
-    use_blas = T >= BLAS_MIN_T
-    dqkv = np.empty_like(qkv)
-    dA = np.empty((T, T), dtype=qkv.dtype)
-    for b in range(B):
-        for h in range(n_heads):
-            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
-            do = np.ascontiguousarray(dout[b, :, h * D:(h + 1) * D])
-            a = att[b, h]
-            _matmul_nt(do, v, dA, use_blas)
-            for t in range(T):
-                row_sum = 0.0
-                for s in range(T):
-                    row_sum += dA[t, s] * a[t, s]
-                for s in range(T):
-                    dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * scale      # now dS
-            dqkv[b, :, h * D:(h + 1) * D] = _matmul_nn(dA, k, use_blas)
-            dqkv[b, :, C + h * D:C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(dA.T), q, use_blas)
-            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = _matmul_nn(np.ascontiguousarray(a.T), do, use_blas)
-    return dqkv
+    if qkv.shape[1] < BLAS_MIN_T:
+        return _backward_small(dout, qkv, att)
+    with blas_threads(1):
+        return _backward_blas(dout, qkv, att)
 
 
 @kernel
