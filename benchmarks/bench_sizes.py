@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 SIZES = {
-    "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8, blas_threads=1),
+    "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8, blas_threads=None),
     "mid": dict(preset="gpt2", overrides=dict(vocab_size=512, seq_len=128, d_model=256, n_heads=8, n_layers=4,
                                               d_ff=1024), batch=8, seq=128, blas_threads=None),
     "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64, blas_threads=None),

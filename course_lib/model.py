@@ -344,8 +344,10 @@ class Transformer:
         dlogits = self.k.cross_entropy_backward(probs, scored)
         tied_d_emb = None
         if cfg.tie_embeddings:
-            # logits = x @ E^T: dx = dlogits @ E, and dE = dlogits^T @ x comes out in E's (V, C) layout
-            dxs, tied_d_emb = dlogits @ P["tok_emb"], dlogits.T @ tape["head_in"]
+            # logits = x @ E^T: dx = dlogits @ E, and dE = dlogits^T @ x comes out in E's (V, C) layout.
+            # (Products through the kernels: one BLAS library, one thread pool.)
+            dxs = self.k.linear_forward(dlogits, P["tok_emb"], None)
+            tied_d_emb = self.k.linear_forward(dlogits.T, tape["head_in"], None)
         else:
             dxs, grads["head.w"], db = self.k.linear_backward(dlogits, tape["head_in"], P["head.w"], "head.b" in P)
             if "head.b" in P:

@@ -187,10 +187,18 @@ class AdamW(Adam):
 OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
 
 
+@kernel
+def sum_squares(x):
+    """sum of x_i^2 over a flat array, accumulated in float64 (a loop, not BLAS: no thread pool)."""
+    s = 0.0
+    for i in range(x.size):
+        s += np.float64(x[i]) * np.float64(x[i])
+    return s
+
+
 def global_norm(grads):
     """sqrt(sum of squares of every gradient), accumulated in float64."""
-    return math.sqrt(sum(float(np.dot(g.ravel().astype(np.float64), g.ravel().astype(np.float64)))
-                         for g in grads.values()))
+    return math.sqrt(sum(sum_squares(np.ascontiguousarray(g).reshape(-1)) for g in grads.values()))
 
 
 def clip_grad_norm(grads, max_norm=1.0):

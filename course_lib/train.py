@@ -160,7 +160,7 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                     grads = model.backward()
                     sq = {g: 0.0 for g in hist.grad_norm_by_group}
                     for name, g in grads.items():
-                        sq[groups[name]] += float(np.vdot(g, g))
+                        sq[groups[name]] += optim.sum_squares(g.reshape(-1))
                     total = math.sqrt(sum(sq.values()))
                     if not math.isfinite(total):
                         bad = next(k for k, g in grads.items() if not np.all(np.isfinite(g)))
