@@ -1,7 +1,10 @@
 """Training: fit() with mini-batches, evaluation, history, progress bar and checkpoints;
 evaluate(); and run_experiments() for ablation tables.
 """
+import contextlib
 import math
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -94,6 +97,29 @@ class History:
         return out
 
 
+class _StopOnCtrlC:
+    """While active, Ctrl-C (SIGINT) asks the loop to stop after the current step instead of
+    interrupting it half-way (inside a kernel, say). A second Ctrl-C interrupts at once."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def _check_split(name, split, model):
     if not (isinstance(split, (tuple, list)) and len(split) == 2):
         raise TypeError(f"{name} must be a pair (tokens, targets), e.g. cl.task.splits()['{name}']")
@@ -143,7 +169,9 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
         hist.snapshots.append({"step": step, "attention": np.stack([a[0] for a in attention]) if attention else None,
                                "tok_emb": model.params["tok_emb"].copy()})
 
-    with blas_threads(blas_threads_for(model.config, batch_size * train_tok.shape[1])):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train_tok.shape[1])))
+        ctrl_c = stack.enter_context(_StopOnCtrlC())
         try:
             for epoch in range(epochs):
                 order = rng.permutation(n)
@@ -179,6 +207,8 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                     bar.update(1)
                     if callback is not None:
                         callback(step, hist)
+                    if ctrl_c.requested:
+                        raise KeyboardInterrupt
                 tr = evaluate(model, train_tok, train_tgt)
                 va = evaluate(model, val_tok, val_tgt)
                 hist.epoch.append(epoch)
