@@ -3,10 +3,12 @@
     python benchmarks/bench_sizes.py                 # all sizes
     python benchmarks/bench_sizes.py --sizes tiny    # one size; --repeats, --no-start, --no-memory
 
-A step is loss + backward + Adam. Each size runs in its own process (tiny with one
-OpenBLAS thread: at that size the spinning of idle BLAS threads slows PyTorch and
-course_lib alike); inside it the implementations run in interleaved rounds
-(A, B, C, A, B, C, ...) so they share the machine's load;
+A step is loss + backward + Adam. Each size runs in its own process; inside it the
+implementations run in interleaved rounds (A, B, C, A, B, C, ...) so they share the
+machine's load. Idle OpenBLAS threads spin for a while after each call and would take
+a core from PyTorch's threads in the next round, so OpenBLAS is told to stop spinning
+early (OPENBLAS_THREAD_TIMEOUT=16); for tiny, --blas-threads 1 shows the one-thread
+figure that course_lib.train.fit uses at this size.
 medians and minima are reported with speed-ups against PyTorch, achieved GFLOP/s
 against a measured matrix-multiply peak, and (in child processes) peak memory and
 cold / warm start: import plus first step with an empty and with a filled Numba cache.
@@ -136,10 +138,12 @@ print(json.dumps({{"import": t_import, "first": t_first,
 """
 
 
-def size_env(size):
+def size_env(size, blas_threads=None):
     env = dict(os.environ)
-    if SIZES[size]["blas_threads"]:
-        env["OPENBLAS_NUM_THREADS"] = str(SIZES[size]["blas_threads"])
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+    threads = blas_threads or SIZES[size]["blas_threads"]
+    if threads:
+        env["OPENBLAS_NUM_THREADS"] = str(threads)
     return env
 
 
@@ -162,6 +166,7 @@ def main():
     ap.add_argument("--no-numpy", action="store_true", help="skip the plain NumPy reference")
     ap.add_argument("--no-start", action="store_true", help="skip cold/warm start measurements")
     ap.add_argument("--no-memory", action="store_true", help="skip the GPT-2 small T=1024 memory check")
+    ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: all cores)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -171,7 +176,7 @@ def main():
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s; {os.cpu_count()} cores")
     for size in args.sizes:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", size, "--repeats", str(args.repeats)]
-        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(size),
+        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(size, args.blas_threads),
                              capture_output=True, text=True)
         if out.returncode:
             print(f"\n{size}: failed: {out.stderr.strip()[-500:]}")

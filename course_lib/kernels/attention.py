@@ -6,9 +6,9 @@ h*D : (h+1)*D with D = C / H. For each batch row b and head h:
     A = softmax(S)            row-wise, max subtracted
     O_h = A V_h               (T, D)
 Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
-Each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays; from
-T >= BLAS_MIN_T the products go through BLAS (one thread: they are small), below
-that plain loops are faster.
+Below BLAS_MIN_T positions plain loops over (b, h, t) are fastest; from there on
+each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays and the products
+go through BLAS (on one thread: they are many and small).
 
 attention_rows_forward / _backward compute the same for chosen query rows only
 (flat positions n = b*T + t): what the last block needs when the loss reads only
@@ -29,30 +29,6 @@ BLAS_MIN_T = 32
 def _head(qkv, b, col, D):
     """Copy qkv[b, :, col:col+D] into a contiguous (T, D) array."""
     return np.ascontiguousarray(qkv[b, :, col:col + D])
-
-
-@kernel
-def _scores_small(q, k, out):
-    """out = q @ k.T for q (T, D), k (T, D), as loops (short sequences)."""
-    for i in range(q.shape[0]):
-        for j in range(k.shape[0]):
-            s = 0.0
-            for d in range(q.shape[1]):
-                s += q[i, d] * k[j, d]
-            out[i, j] = s
-
-
-@kernel
-def _weighted_small(a, v):
-    """a @ v for a (T, T), v (T, D), as loops that skip masked (zero) weights."""
-    out = np.zeros((a.shape[0], v.shape[1]), dtype=v.dtype)
-    for i in range(a.shape[0]):
-        for s in range(a.shape[1]):
-            w = a[i, s]
-            if w != 0.0:
-                for d in range(v.shape[1]):
-                    out[i, d] += w * v[s, d]
-    return out
 
 
 @kernel
@@ -82,15 +58,25 @@ def _forward_small(qkv, n_heads, causal):
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
-    out = np.empty((B, T, C), dtype=qkv.dtype)
+    scale = 1.0 / math.sqrt(D)
+    out = np.zeros((B, T, C), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    scores = np.empty((T, T), dtype=qkv.dtype)
+    scores = np.empty(T, dtype=qkv.dtype)
     for b in range(B):
         for h in range(n_heads):
-            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
-            _scores_small(q, k, scores)
-            _softmax_scores(scores, 1.0 / math.sqrt(D), causal, att[b, h])
-            out[b, :, h * D:(h + 1) * D] = _weighted_small(att[b, h], v)
+            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            for t in range(T):
+                n_keys = t + 1 if causal else T
+                for s in range(n_keys):
+                    dot = 0.0
+                    for d in range(D):
+                        dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
+                    scores[s] = dot * scale
+                softmax_row(scores, att[b, h, t], n_keys)
+                for s in range(n_keys):
+                    a = att[b, h, t, s]
+                    for d in range(D):
+                        out[b, t, q0 + d] += a * qkv[b, s, v0 + d]
     return out, att
 
 
@@ -115,18 +101,28 @@ def _backward_small(dout, qkv, att):
     C = C3 // 3
     n_heads = att.shape[1]
     D = C // n_heads
-    dqkv = np.empty_like(qkv)
-    dA = np.empty((T, T), dtype=qkv.dtype)
+    scale = 1.0 / math.sqrt(D)
+    dqkv = np.zeros_like(qkv)
+    dA = np.empty(T, dtype=qkv.dtype)
     for b in range(B):
         for h in range(n_heads):
-            q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
-            do = _head(dout, b, h * D, D)
-            a = att[b, h]
-            _scores_small(do, v, dA)
-            _dscores(dA, a, 1.0 / math.sqrt(D))
-            dqkv[b, :, h * D:(h + 1) * D] = _weighted_small(dA, k)
-            dqkv[b, :, C + h * D:C + (h + 1) * D] = _weighted_small(np.ascontiguousarray(dA.T), q)
-            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = _weighted_small(np.ascontiguousarray(a.T), do)
+            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            for t in range(T):
+                row_sum = 0.0
+                for s in range(T):
+                    a = att[b, h, t, s]
+                    dot = 0.0
+                    for d in range(D):
+                        dot += dout[b, t, q0 + d] * qkv[b, s, v0 + d]
+                        dqkv[b, s, v0 + d] += a * dout[b, t, q0 + d]
+                    dA[s] = dot
+                    row_sum += dot * a
+                for s in range(T):
+                    ds = att[b, h, t, s] * (dA[s] - row_sum) * scale
+                    if ds != 0.0:
+                        for d in range(D):
+                            dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
+                            dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
     return dqkv
 
 

@@ -1,11 +1,17 @@
 """Residual connection y = x + f(x): the gradient reaches x along both paths."""
+import numpy as np
+
 from ._jit import kernel
 
 
 @kernel
 def residual_forward(x, fx):
     """y = x + f(x). All (N, C)."""
-    return x + fx
+    y = np.empty_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            y[i, j] = x[i, j] + fx[i, j]
+    return y
 
 
 @kernel
