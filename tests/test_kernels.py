@@ -113,7 +113,7 @@ def test_gelu_is_the_tanh_approximation():
     h = np.linspace(-4, 4, 9)[None, :]
     y, _ = K.gelu_forward(h)
     ref = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
-    np.testing.assert_allclose(y, ref, rtol=1e-12)
+    np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-15)
 
 
 def test_residual_sends_the_gradient_down_both_paths():
@@ -226,3 +226,14 @@ def test_attention_at_chosen_query_rows(causal):
         return o
     assert_all_small(check_op(forward, lambda dy: {"qkv": K.attention_rows_backward(dy, qkv, tape["att"], rows)},
                               {"qkv": qkv}))
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-14), (np.float32, 2e-6)])
+def test_gelu_matches_the_tanh_formula_in_both_precisions(dtype, tol):
+    h = np.concatenate([np.linspace(-60, 60, 241), np.linspace(-3, 3, 601)]).astype(dtype)[None, :]
+    y, t = K.gelu_forward(h)
+    h64 = h.astype(np.float64)
+    ref_t = np.tanh(np.sqrt(2 / np.pi) * (h64 + 0.044715 * h64 ** 3))
+    assert y.dtype == dtype and np.all(np.isfinite(y))
+    np.testing.assert_allclose(t, ref_t, atol=tol)
+    np.testing.assert_allclose(y, 0.5 * h64 * (1 + ref_t), atol=tol * 60, rtol=tol)

@@ -35,31 +35,37 @@ def relu_backward(dy, h):
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3). -> y, tanh(u) (kept for backward).
 
-    tanh runs in NumPy: vectorised it is ~50x faster than inside a Numba loop here.
+    Computed as y = h * sigma(2u) with sigma(z) = 1 / (1 + exp(-z)), since 0.5 (1 + tanh(u)) = sigma(2u):
+    NumPy's vectorised exp is twice as fast as its tanh here, and ~5x faster than exp in a Numba loop.
     """
-    u = _gelu_inner(h)
-    t = np.tanh(u, out=u)
-    return _gelu_combine(h, t), t
+    e = _gelu_minus_2u(h)
+    with np.errstate(over="ignore"):        # exp(-2u) = inf for very negative h: then y = 0, t = -1
+        np.exp(e, out=e)
+    return _gelu_combine(h, e)
 
 
 @kernel
-def _gelu_inner(h):
-    """u = sqrt(2/pi) (h + 0.044715 h^3), in one pass."""
-    u = np.empty_like(h)
+def _gelu_minus_2u(h):
+    """-2u = -2 sqrt(2/pi) (h + 0.044715 h^3), in one pass."""
+    z = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
             x = h[i, j]
-            u[i, j] = GELU_A * (x + GELU_B * x * x * x)
-    return u
+            z[i, j] = -2.0 * GELU_A * (x + GELU_B * x * x * x)
+    return z
 
 
 @kernel
-def _gelu_combine(h, t):
+def _gelu_combine(h, e):
+    """From e = exp(-2u): s = 1 / (1 + e) = sigma(2u); y = h s and t = tanh(u) = 2 s - 1."""
     y = np.empty_like(h)
+    t = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
-            y[i, j] = 0.5 * h[i, j] * (1.0 + t[i, j])
-    return y
+            s = 1.0 / (1.0 + e[i, j])
+            y[i, j] = h[i, j] * s
+            t[i, j] = 2.0 * s - 1.0
+    return y, t
 
 
 @kernel
