@@ -160,7 +160,7 @@ class Transformer:
         if not self.config.use_layernorm:
             return x, None
         y, xhat, rstd = self.k.layernorm_forward(x, self.params[name + ".gamma"], self.params[name + ".beta"],
-                                          self.config.ln_eps)
+                                                 self.config.ln_eps)
         return y, (xhat, rstd)
 
     def _layernorm_backward(self, name, dy, tape, grads):
@@ -171,7 +171,7 @@ class Transformer:
         return dx
 
     def _attention_forward(self, prefix, x, B, T, rows=None):
-        """Attention of all N positions; the output projection only for `rows` (all if None)."""
+        """Q, K, V at all N positions; attention and output projection only from the query `rows` (all if None)."""
         P, cfg = self.params, self.config
         w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
         b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
