@@ -102,27 +102,38 @@ def _backward_small(dout, qkv, att):
     n_heads = att.shape[1]
     D = C // n_heads
     scale = 1.0 / math.sqrt(D)
-    dqkv = np.zeros_like(qkv)
+    dqkv = np.empty_like(qkv)
+    # per (b, h): inputs and gradients in small contiguous buffers, reused from head to head
+    q, k, v, do = (np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype),
+                   np.empty((T, D), qkv.dtype))
+    dq, dk, dv = np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype)
     dA = np.empty(T, dtype=qkv.dtype)
     for b in range(B):
         for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
             for t in range(T):
+                for d in range(D):
+                    q[t, d], k[t, d], v[t, d] = qkv[b, t, q0 + d], qkv[b, t, k0 + d], qkv[b, t, v0 + d]
+                    do[t, d] = dout[b, t, q0 + d]
+                    dq[t, d], dk[t, d], dv[t, d] = 0.0, 0.0, 0.0
+            for t in range(T):
                 row_sum = 0.0
                 for s in range(T):
-                    a = att[b, h, t, s]
                     dot = 0.0
                     for d in range(D):
-                        dot += dout[b, t, q0 + d] * qkv[b, s, v0 + d]
-                        dqkv[b, s, v0 + d] += a * dout[b, t, q0 + d]
+                        dot += do[t, d] * v[s, d]
                     dA[s] = dot
-                    row_sum += dot * a
+                    row_sum += dot * att[b, h, t, s]
                 for s in range(T):
-                    ds = att[b, h, t, s] * (dA[s] - row_sum) * scale
-                    if ds != 0.0:
-                        for d in range(D):
-                            dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
-                            dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
+                    a = att[b, h, t, s]
+                    ds = a * (dA[s] - row_sum) * scale
+                    for d in range(D):
+                        dv[s, d] += a * do[t, d]
+                        dq[t, d] += ds * k[s, d]
+                        dk[s, d] += ds * q[t, d]
+            for t in range(T):
+                for d in range(D):
+                    dqkv[b, t, q0 + d], dqkv[b, t, k0 + d], dqkv[b, t, v0 + d] = dq[t, d], dk[t, d], dv[t, d]
     return dqkv
 
 
