@@ -65,7 +65,7 @@ def _forward_small(qkv, n_heads, causal):
     for b in range(B):
         for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            for t in range(T):
+            for t in range(T):          # _attend_row's loop, inline: a call per row doubles the time
                 n_keys = t + 1 if causal else T
                 for s in range(n_keys):
                     dot = 0.0
