@@ -145,8 +145,9 @@ def test_softmax_input_gradient_sums_to_zero():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n_heads", [1, 2])
-def test_attention(causal, n_heads):
-    B, T, C = 2, 5, 4
+@pytest.mark.parametrize("T", [5, K.attention.BLAS_MIN_T + 3])   # the loop path and the BLAS path
+def test_attention(causal, n_heads, T):
+    B, C = 2, 4
     qkv = randn(B, T, 3 * C)
     tape = {}
 
@@ -157,8 +158,9 @@ def test_attention(causal, n_heads):
                               {"qkv": qkv}))
 
 
-def test_attention_matches_definition_and_masks_the_future():
-    B, T, C, H = 1, 4, 6, 2
+@pytest.mark.parametrize("T", [4, K.attention.BLAS_MIN_T + 1])
+def test_attention_matches_definition_and_masks_the_future(T):
+    B, C, H = 1, 6, 2
     D = C // H
     qkv = randn(B, T, 3 * C)
     out, att = K.attention_forward(qkv, H, True)

@@ -68,3 +68,20 @@ def test_optimisers_match_pytorch(name, kwargs):
         t_opt.step()
     for k in p:
         np.testing.assert_allclose(p[k], tp[k].detach().numpy(), rtol=1e-10, err_msg=k)
+
+
+@needs_torch
+def test_long_sequences_gpt2_style_match_pytorch():
+    """T >= BLAS_MIN_T takes the BLAS attention path; every position scored (next-token targets)."""
+    cfg = cl.presets.gpt2(vocab_size=30, seq_len=40, d_model=16, n_heads=2, n_layers=2, d_ff=32, dtype="float64")
+    model = cl.Transformer(cfg, seed=6)
+    ref = TorchTransformer(model)
+    data = np.random.default_rng(0).integers(0, 30, (2, 41))
+    tokens, targets = data[:, :-1], data[:, 1:]
+    loss = model.loss(tokens, targets)
+    t_loss = ref.loss(tokens, targets)
+    t_loss.backward()
+    assert loss == pytest.approx(t_loss.item(), rel=1e-12)
+    grads, t_grads = model.backward(), ref.grads()
+    for k in grads:
+        np.testing.assert_allclose(grads[k], t_grads[k], rtol=1e-8, atol=1e-12, err_msg=k)
