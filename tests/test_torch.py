@@ -13,6 +13,17 @@ except ImportError:
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (pip install torch==2.13.0)")
 
 
+def assert_loss_and_gradients_match(model, ref, tokens, targets):
+    """Loss to 1e-12 and every gradient to 1e-8 (float64)."""
+    loss = model.loss(tokens, targets)
+    t_loss = ref.loss(tokens, targets)
+    t_loss.backward()
+    assert loss == pytest.approx(t_loss.item(), rel=1e-12)
+    grads, t_grads = model.backward(), ref.grads()
+    for k in grads:
+        np.testing.assert_allclose(grads[k], t_grads[k], rtol=1e-8, atol=1e-12, err_msg=k)
+
+
 @needs_torch
 @pytest.mark.parametrize("overrides", [
     dict(),
@@ -26,13 +37,7 @@ def test_logits_loss_and_gradients_match_pytorch(overrides, batch):
     ref = TorchTransformer(model)
     tokens, targets = batch
     np.testing.assert_allclose(model.forward(tokens), ref.forward(tokens).detach().numpy(), rtol=1e-10, atol=1e-12)
-    loss = model.loss(tokens, targets)
-    t_loss = ref.loss(tokens, targets)
-    t_loss.backward()
-    assert loss == pytest.approx(t_loss.item(), rel=1e-12)
-    grads, t_grads = model.backward(), ref.grads()
-    for k in grads:
-        np.testing.assert_allclose(grads[k], t_grads[k], rtol=1e-8, atol=1e-12, err_msg=k)
+    assert_loss_and_gradients_match(model, ref, tokens, targets)
 
 
 @needs_torch
@@ -77,11 +82,4 @@ def test_long_sequences_gpt2_style_match_pytorch():
     model = cl.Transformer(cfg, seed=6)
     ref = TorchTransformer(model)
     data = np.random.default_rng(0).integers(0, 30, (2, 41))
-    tokens, targets = data[:, :-1], data[:, 1:]
-    loss = model.loss(tokens, targets)
-    t_loss = ref.loss(tokens, targets)
-    t_loss.backward()
-    assert loss == pytest.approx(t_loss.item(), rel=1e-12)
-    grads, t_grads = model.backward(), ref.grads()
-    for k in grads:
-        np.testing.assert_allclose(grads[k], t_grads[k], rtol=1e-8, atol=1e-12, err_msg=k)
+    assert_loss_and_gradients_match(model, ref, data[:, :-1], data[:, 1:])
