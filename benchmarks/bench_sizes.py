@@ -52,7 +52,7 @@ def make_batch(size):
 
 def step_flops(cfg, B, T):
     """Matrix-multiply FLOPs of one training step (forward x 3), every position scored."""
-    N, C, F, V, H = B * T, cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_heads
+    N, C, F, V = B * T, cfg.d_model, cfg.d_ff, cfg.vocab_size
     per_layer = 2 * N * C * (4 * C + 2 * F) + 4 * B * T * T * C
     return 3 * (cfg.n_layers * per_layer + 2 * N * C * V)
 

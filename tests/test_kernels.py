@@ -20,7 +20,6 @@ def assert_all_small(errors):
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear(bias):
     x, w, b = randn(5, 4), randn(4, 3), randn(3)
-    cache = {}
 
     def forward(x, w, b):
         return K.linear_forward(x, w, b if bias else None)

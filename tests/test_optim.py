@@ -6,7 +6,6 @@ import sys
 import numpy as np
 import pytest
 
-import course_lib as cl
 from course_lib import optim
 
 

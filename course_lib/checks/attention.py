@@ -13,7 +13,7 @@ whole array (instead of each row's maximum) is then exact too, and is accepted.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_close, expect_finite, expect_shape, stage
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
 
 __all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
            "check_single_head_attention_backward"]

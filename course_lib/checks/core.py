@@ -165,6 +165,26 @@ def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-
     return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
 
 
+def expect_value_error(fn, args, call_text, raised_hint, returned_hint, passthrough=()):
+    """The learner's fn(*args) must raise ValueError; returning or raising anything else fails.
+
+    call_text names the call in the report, e.g. "my_answer('Sum', (1, 2, 3))"; exceptions of the
+    types in passthrough are re-raised for the caller to report.
+    """
+    try:
+        got = fn(*args)
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise NotDone() from None
+    except passthrough:
+        raise
+    except Exception as e:
+        raise CheckFailed(f"{call_text} raised {type(e).__name__}: {e}, but ValueError was expected",
+                          raised_hint) from None
+    raise CheckFailed(f"{call_text} returned {got!r} instead of raising ValueError", returned_hint)
+
+
 def expect_equal(value, expected, what="your result", hint=None):
     if value != expected:
         raise CheckFailed(f"{what} is {value!r}, expected {expected!r}", hint)

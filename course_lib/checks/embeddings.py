@@ -12,7 +12,7 @@ matches, so the hint points at the actual bug.
 import numpy as np
 
 from ..task import encode
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_close, expect_shape, stage
+from .core import call, checker, diagnose, expect_shape, stage
 
 __all__ = ["check_embed", "check_embed_backward", "check_sinusoidal"]
 
