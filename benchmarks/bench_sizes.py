@@ -24,10 +24,10 @@ import time
 import numpy as np
 
 SIZES = {
-    "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8, blas_threads=None),
+    "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8),
     "mid": dict(preset="gpt2", overrides=dict(vocab_size=512, seq_len=128, d_model=256, n_heads=8, n_layers=4,
-                                              d_ff=1024), batch=8, seq=128, blas_threads=None),
-    "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64, blas_threads=None),
+                                              d_ff=1024), batch=8, seq=128),
+    "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64),
 }
 
 
@@ -138,17 +138,16 @@ print(json.dumps({{"import": t_import, "first": t_first,
 """
 
 
-def size_env(size, blas_threads=None):
+def size_env(blas_threads=None):
     env = dict(os.environ)
     env.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
-    threads = blas_threads or SIZES[size]["blas_threads"]
-    if threads:
-        env["OPENBLAS_NUM_THREADS"] = str(threads)
+    if blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
     return env
 
 
 def child(size, cache_dir, seq=None):
-    env = dict(size_env(size), NUMBA_CACHE_DIR=cache_dir)
+    env = dict(size_env(), NUMBA_CACHE_DIR=cache_dir)
     code = CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), size=size)
     if seq is not None:
         code = code.replace("step = b.course_lib_step",
@@ -176,7 +175,7 @@ def main():
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s; {os.cpu_count()} cores")
     for size in args.sizes:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", size, "--repeats", str(args.repeats)]
-        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(size, args.blas_threads),
+        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(args.blas_threads),
                              capture_output=True, text=True)
         if out.returncode:
             print(f"\n{size}: failed: {out.stderr.strip()[-500:]}")

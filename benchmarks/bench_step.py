@@ -6,12 +6,12 @@ course_lib and, side by side in the same process, PyTorch eager when installed.
 Runs are interleaved (course_lib, PyTorch, course_lib, ...) so that both see the
 same machine load; medians are reported. NumPy's OpenBLAS threads spin between
 calls and slow PyTorch's own threads in the same process, so BLAS runs on one
-thread here (--blas-threads to change); at this size course_lib is fastest so too.
+thread here, as in course_lib.train.fit at this size (--blas-threads=N to change;
+benchmarks/bench_sizes.py shows the other sizes). The steps are bench_sizes' own.
 """
 import argparse
 import os
 import sys
-import time
 
 if __name__ == "__main__":
     _threads = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--blas-threads=")), "1")
@@ -19,37 +19,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-import course_lib as cl
-
-
-def course_lib_step(cfg, tokens, targets):
-    model = cl.Transformer(cfg, seed=0)
-    opt = cl.optim.Adam(model.params, lr=1e-3)
-
-    def step():
-        model.loss(tokens, targets)
-        opt.step(model.backward())
-    return step
-
-
-def torch_step(cfg, tokens, targets):
-    import torch
-    from course_lib.torch_reference import TorchTransformer
-    ref = TorchTransformer(cl.Transformer(cfg, seed=0))
-    opt = torch.optim.Adam(ref.parameters(), lr=1e-3)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        ref.loss(tokens, targets).backward()
-        opt.step()
-    return step
-
-
-def median_ms(step, inner):
-    t0 = time.perf_counter()
-    for _ in range(inner):
-        step()
-    return (time.perf_counter() - t0) / inner * 1e3
+from bench_sizes import SIZES, _timed, course_lib_step, torch_step
 
 
 def main():
@@ -59,12 +29,10 @@ def main():
     ap.add_argument("--inner", type=int, default=10, help="steps per timed round (default 10)")
     ap.add_argument("--blas-threads", default="1", help="OpenBLAS threads for NumPy/SciPy (default 1; use --blas-threads=N)")
     args = ap.parse_args()
-    cfg = cl.presets.deep_dive()
-    tokens, targets = cl.task.splits(seed=0)["train"]
-    tokens, targets = tokens[:args.batch], targets[:args.batch]
-    steps = {"course_lib": course_lib_step(cfg, tokens, targets)}
+    SIZES["tiny"]["batch"] = args.batch
+    steps = {"course_lib": course_lib_step("tiny")}
     try:
-        steps["pytorch"] = torch_step(cfg, tokens, targets)
+        steps["pytorch"] = torch_step("tiny")
     except ImportError:
         print("PyTorch is not installed: timing course_lib alone")
     for step in steps.values():
@@ -73,7 +41,7 @@ def main():
     times = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, step in steps.items():
-            times[name].append(median_ms(step, args.inner))
+            times[name].append(_timed(lambda: [step() for _ in range(args.inner)]) / args.inner * 1e3)
     print(f"training step, deep_dive preset, batch {args.batch} (median of {args.repeats} x {args.inner} steps, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')})")
     for name, ts in times.items():

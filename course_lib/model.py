@@ -346,13 +346,12 @@ class Transformer:
         if cfg.tie_embeddings:
             # logits = x @ E^T: dx = dlogits @ E, and dE = dlogits^T @ x comes out in E's (V, C) layout.
             # (Products through the kernels: one BLAS library, one thread pool.)
-            dxs = self.k.linear_forward(dlogits, P["tok_emb"], None)
+            dx = self.k.linear_forward(dlogits, P["tok_emb"], None)
             tied_d_emb = self.k.linear_forward(dlogits.T, tape["head_in"], None)
         else:
-            dxs, grads["head.w"], db = self.k.linear_backward(dlogits, tape["head_in"], P["head.w"], "head.b" in P)
+            dx, grads["head.w"], db = self.k.linear_backward(dlogits, tape["head_in"], P["head.w"], "head.b" in P)
             if "head.b" in P:
                 grads["head.b"] = db
-        dx = dxs
         if cfg.norm == "pre":
             dx = self._layernorm_backward("ln_f", dx, tape["ln_f"], grads)
         tokens = tape["tokens"]
