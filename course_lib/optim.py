@@ -201,10 +201,13 @@ def global_norm(grads):
     return math.sqrt(sum(sum_squares(np.ascontiguousarray(g).reshape(-1)) for g in grads.values()))
 
 
-def clip_grad_norm(grads, max_norm=1.0):
-    """Scale all gradients in place so their global norm is at most max_norm; return the norm before."""
+def clip_grad_norm(grads, max_norm=1.0, norm=None):
+    """Scale all gradients in place so their global norm is at most max_norm; return the norm before.
+
+    norm: the global norm if the caller has it already (fit() does), else it is computed here.
+    """
     max_norm = _check_number("max_norm", max_norm, low_open=True)
-    norm = global_norm(grads)
+    norm = global_norm(grads) if norm is None else norm
     if norm > max_norm:
         scale = max_norm / (norm + 1e-6)
         for g in grads.values():

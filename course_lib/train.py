@@ -195,7 +195,7 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                         raise TrainingDiverged(f"the gradient of {bad!r} became NaN or infinite at step {step} "
                                                f"(epoch {epoch}); try a smaller learning rate or clipping")
                     if clip is not None:
-                        optim.clip_grad_norm(grads, clip)
+                        optim.clip_grad_norm(grads, clip, norm=total)
                     optimizer.step(grads)
                     hist.step.append(step)
                     hist.loss.append(loss)

@@ -89,6 +89,9 @@ def test_clip_grad_norm():
     np.testing.assert_array_equal(small["a"], [0.3, 0.4])
     with pytest.raises(ValueError, match="max_norm"):
         optim.clip_grad_norm(g, max_norm=0)
+    known = {"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}
+    assert optim.clip_grad_norm(known, max_norm=2.5, norm=5.0) == 5.0      # a norm the caller already has
+    assert optim.global_norm(known) == pytest.approx(2.5, rel=1e-5)
 
 
 def test_schedules():
