@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ._jit import kernel
+from .exp import exp
 
 GELU_A = math.sqrt(2.0 / math.pi)
 GELU_B = 0.044715
@@ -32,39 +33,23 @@ def relu_backward(dy, h):
     return dh
 
 
+@kernel
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3). -> y, tanh(u) (kept for backward).
 
-    Computed as y = h * sigma(2u) with sigma(z) = 1 / (1 + exp(-z)), since 0.5 (1 + tanh(u)) = sigma(2u):
-    NumPy's vectorised exp is twice as fast as its tanh here, and ~5x faster than exp in a Numba loop.
+    Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
+    one vectorised exp per element, and tanh(u) = 2 sigma(2u) - 1 comes for free.
     """
-    e = _gelu_minus_2u(h)
-    with np.errstate(over="ignore"):        # exp(-2u) = inf for very negative h: then y = 0, t = -1
-        np.exp(e, out=e)
-    return _gelu_combine(h, e)
-
-
-@kernel
-def _gelu_minus_2u(h):
-    """-2u = -2 sqrt(2/pi) (h + 0.044715 h^3), in one pass."""
-    z = np.empty_like(h)
-    for i in range(h.shape[0]):
-        for j in range(h.shape[1]):
-            x = h[i, j]
-            z[i, j] = -2.0 * GELU_A * (x + GELU_B * x * x * x)
-    return z
-
-
-@kernel
-def _gelu_combine(h, e):
-    """From e = exp(-2u): s = 1 / (1 + e) = sigma(2u); y = h s and t = tanh(u) = 2 s - 1."""
+    f = h.dtype.type                    # constants in h's precision: the loop stays in float32
+    minus_2a, b, one, two = f(-2.0 * GELU_A), f(GELU_B), f(1.0), f(2.0)
     y = np.empty_like(h)
     t = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
-            s = 1.0 / (1.0 + e[i, j])
-            y[i, j] = h[i, j] * s
-            t[i, j] = 2.0 * s - 1.0
+            x = h[i, j]
+            s = one / (one + exp(minus_2a * (x + b * x * x * x)))   # exp = inf for very negative x: s = 0
+            y[i, j] = x * s
+            t[i, j] = two * s - one
     return y, t
 
 

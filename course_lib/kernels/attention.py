@@ -36,21 +36,20 @@ def _softmax_scores(scores, scale, causal, att):
     """att[t] = softmax(scale * scores[t]) over the keys t may see."""
     T = scores.shape[0]
     for t in range(T):
-        row = scores[t]
-        for s in range(T):
-            row[s] *= scale
-        softmax_row(row, att[t], t + 1 if causal else T)
+        softmax_row(scores[t], att[t], t + 1 if causal else T, scale)
 
 
 @kernel
 def _dscores(dA, a, scale):
     """dA <- dS = a * (dA - rowsum(dA * a)) * scale, in place (the softmax backward)."""
+    f = a.dtype.type
+    c = f(scale)
     for t in range(a.shape[0]):
-        row_sum = 0.0
+        row_sum = f(0.0)
         for s in range(a.shape[1]):
             row_sum += dA[t, s] * a[t, s]
         for s in range(a.shape[1]):
-            dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * scale
+            dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * c
 
 
 @kernel
@@ -71,8 +70,8 @@ def _forward_small(qkv, n_heads, causal):
                     dot = 0.0
                     for d in range(D):
                         dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
-                    scores[s] = dot * scale
-                softmax_row(scores, att[b, h, t], n_keys)
+                    scores[s] = dot
+                softmax_row(scores, att[b, h, t], n_keys, scale)
                 for s in range(n_keys):
                     a = att[b, h, t, s]
                     for d in range(D):
@@ -187,8 +186,8 @@ def _attend_row(qkv, b, t, h, T, D, causal, scale, a_row, out_row):
         dot = 0.0
         for d in range(D):
             dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
-        a_row[s] = dot * scale
-    softmax_row(a_row, a_row, n_keys)
+        a_row[s] = dot
+    softmax_row(a_row, a_row, n_keys, scale)
     for d in range(D):
         out_row[d] = 0.0
     for s in range(n_keys):

@@ -5,21 +5,27 @@ Shapes: x, y (N, K).
 import numpy as np
 
 from ._jit import kernel
+from .exp import exp
 
 
 @kernel
-def softmax_row(x, y, n):
-    """y[:n] = softmax(x[:n]); y[n:] = 0 (masked entries). Returns nothing."""
+def softmax_row(x, y, n, scale):
+    """y[:n] = softmax(scale * x[:n]); y[n:] = 0 (masked entries). scale > 0. Returns nothing.
+
+    exp(scale * (x - max x)): for scale > 0 the maximum of scale * x is scale * max x.
+    Sums in y's precision, so a float32 row stays on the vector lanes.
+    """
+    f = y.dtype.type
+    c = f(scale)
     m = x[0]
     for j in range(1, n):
-        if x[j] > m:
-            m = x[j]
-    total = 0.0
+        m = max(m, x[j])
+    total = f(0.0)
     for j in range(n):
-        e = np.exp(x[j] - m)
+        e = exp(c * (x[j] - m))
         y[j] = e
         total += e
-    inv = 1.0 / total
+    inv = f(1.0) / total
     for j in range(n):
         y[j] *= inv
     for j in range(n, y.shape[0]):
@@ -31,7 +37,7 @@ def softmax_forward(x):
     """y[i] = exp(x[i] - max x[i]) / sum exp(x[i] - max x[i]). x (N, K) -> y (N, K)."""
     y = np.empty_like(x)
     for i in range(x.shape[0]):
-        softmax_row(x[i], y[i], x.shape[1])
+        softmax_row(x[i], y[i], x.shape[1], 1.0)
     return y
 
 
