@@ -85,19 +85,29 @@ class Optimizer:
         self._lr = _check_number("learning rate lr", value)
 
     def _check_grads(self, grads):
+        """The gradients as a tuple of flat arrays, in the order and dtype of params."""
         if not isinstance(grads, dict):
             raise TypeError(f"grads must be a dict name -> array (as model.backward() returns), got {type(grads).__name__}")
-        missing = [k for k in self.params if k not in grads]
-        extra = [k for k in grads if k not in self.params]
-        if missing or extra:
+        if grads.keys() != self.params.keys():
+            missing = [k for k in self.params if k not in grads]
+            extra = [k for k in grads if k not in self.params]
             raise ValueError(f"grads do not match params: missing {missing[:5]}, unexpected {extra[:5]}")
-        out = {}
+        flat = []
         for k, p in self.params.items():
             g = grads[k]
             if not isinstance(g, np.ndarray) or g.shape != p.shape:
                 raise ValueError(f"gradient {k!r} has shape {getattr(g, 'shape', None)}, parameter has {p.shape}")
-            out[k] = np.ascontiguousarray(g, dtype=p.dtype).reshape(-1)
-        return out
+            flat.append(np.ascontiguousarray(g, dtype=p.dtype).reshape(-1))
+        return tuple(flat)
+
+    def _flat(self, *states):
+        """Flat views of params and of each state dict, as tuples in params order.
+        Built once; built again only if an array in params was replaced."""
+        cached = getattr(self, "_flat_cache", None)
+        if cached is None or any(view.base is not p for view, p in zip(cached[0], self.params.values())):
+            cached = tuple(tuple(a.reshape(-1) for a in d.values()) for d in (self.params, *states))
+            self._flat_cache = cached
+        return cached
 
     def _state_arrays(self):
         return {}
@@ -135,12 +145,12 @@ class SGD(Optimizer):
         return {"buf": self.buf}
 
     def step(self, grads):
-        grads = self._check_grads(grads)
+        gs = self._check_grads(grads)
         first = self.t == 0
         self.t += 1
-        for k, p in self.params.items():
-            sgd_update(p.reshape(-1), grads[k], self.buf[k].reshape(-1), self.lr, self.momentum,
-                       self.weight_decay, first)
+        ps, bufs = self._flat(self.buf)
+        for p, g, buf in zip(ps, gs, bufs):
+            sgd_update(p, g, buf, self.lr, self.momentum, self.weight_decay, first)
 
 
 class Adam(Optimizer):
@@ -164,15 +174,14 @@ class Adam(Optimizer):
         return {"m": self.m, "v": self.v}
 
     def step(self, grads):
-        grads = self._check_grads(grads)
+        gs = self._check_grads(grads)
         self.t += 1
-        flat = [(p.reshape(-1), grads[k], self.m[k].reshape(-1), self.v[k].reshape(-1))
-                for k, p in self.params.items()]
+        ps, ms, vs = self._flat(self.m, self.v)
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
-        if len({p.dtype for p, _, _, _ in flat}) == 1:      # one kernel call for all parameters
-            adam_update_all(*(tuple(arrays) for arrays in zip(*flat)), *hyper)
+        if len({p.dtype for p in ps}) == 1:      # one kernel call for all parameters
+            adam_update_all(ps, gs, ms, vs, *hyper)
         else:
-            for arrays in flat:
+            for arrays in zip(ps, gs, ms, vs):
                 adam_update(*arrays, *hyper)
 
 

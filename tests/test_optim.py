@@ -152,3 +152,17 @@ def test_adam_with_mixed_precision_parameters_matches_one_by_one():
             opt.step({k: g[k] for k in params})
     np.testing.assert_array_equal(p["a"], q["a"])
     np.testing.assert_array_equal(p["b"], r["b"])
+
+
+@pytest.mark.parametrize("make", [lambda p: optim.Adam(p, lr=0.1), lambda p: optim.SGD(p, lr=0.1, momentum=0.9)])
+def test_a_parameter_array_replaced_in_the_dict_is_the_one_updated(make):
+    """io.load puts new arrays into model.params: the optimiser must update those, not the old ones."""
+    p = make_params()
+    opt = make(p)
+    g = {k: np.ones_like(v) for k, v in p.items()}
+    opt.step(g)
+    old_w, p["w"] = p["w"], np.zeros((3, 4))
+    frozen = old_w.copy()
+    opt.step(g)
+    assert np.all(p["w"] < 0)                      # the new array moved against the gradient
+    np.testing.assert_array_equal(old_w, frozen)   # the replaced one was left alone
