@@ -177,38 +177,30 @@ def attention_backward(dout, qkv, att):
 
 
 @kernel
-def _attend_row(qkv, b, t, h, T, D, causal, scale, a_row, out_row):
-    """One query row of one head: a_row (T,) = softmax(q_t K^T * scale), out_row (D,) = a_row V."""
-    C = qkv.shape[2] // 3
-    q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-    n_keys = t + 1 if causal else T
-    for s in range(n_keys):
-        dot = 0.0
-        for d in range(D):
-            dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
-        a_row[s] = dot
-    softmax_row(a_row, a_row, n_keys, scale)
-    for d in range(D):
-        out_row[d] = 0.0
-    for s in range(n_keys):
-        a = a_row[s]
-        for d in range(D):
-            out_row[d] += a * qkv[b, s, v0 + d]
-
-
-@kernel
 def attention_rows_forward(qkv, n_heads, causal, rows):
     """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T)."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
     scale = 1.0 / math.sqrt(D)
-    out = np.empty((rows.shape[0], C), dtype=qkv.dtype)
+    out = np.zeros((rows.shape[0], C), dtype=qkv.dtype)
     att = np.empty((rows.shape[0], n_heads, T), dtype=qkv.dtype)
+    scores = np.empty(T, dtype=qkv.dtype)
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
-        for h in range(n_heads):
-            _attend_row(qkv, b, t, h, T, D, causal, scale, att[m, h], out[m, h * D:(h + 1) * D])
+        n_keys = t + 1 if causal else T
+        for h in range(n_heads):        # as in _forward_small, for one query row
+            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            for s in range(n_keys):
+                dot = 0.0
+                for d in range(D):
+                    dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
+                scores[s] = dot
+            softmax_row(scores, att[m, h], n_keys, scale)
+            for s in range(n_keys):
+                a = att[m, h, s]
+                for d in range(D):
+                    out[m, q0 + d] += a * qkv[b, s, v0 + d]
     return out, att
 
 
@@ -217,32 +209,32 @@ def attention_rows_backward(dout, qkv, att, rows):
     """dout (M, C) at the query rows -> dqkv (B, T, 3C); zero Q gradient at the other rows.
 
     Per row and head: dV += a^T dO;  da = dO V^T;  ds = a * (da - sum(da * a)) / sqrt(D);
-    dq = ds K;  dK += ds^T q.
+    dq = ds K;  dK += ds^T q.  A masked key has a = 0, so it gets no gradient.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
     n_heads = att.shape[1]
     D = C // n_heads
-    scale = 1.0 / math.sqrt(D)
+    f = qkv.dtype.type
+    scale = f(1.0 / math.sqrt(D))
     dqkv = np.zeros_like(qkv)
     da = np.empty(T, dtype=qkv.dtype)
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
         for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            a = att[m, h]
-            row_sum = 0.0
+            row_sum = f(0.0)
             for s in range(T):
-                dot = 0.0
+                dot = f(0.0)
                 for d in range(D):
                     dot += dout[m, q0 + d] * qkv[b, s, v0 + d]
-                    dqkv[b, s, v0 + d] += a[s] * dout[m, q0 + d]
                 da[s] = dot
-                row_sum += dot * a[s]
+                row_sum += dot * att[m, h, s]
             for s in range(T):
-                ds = a[s] * (da[s] - row_sum) * scale
-                if ds != 0.0:
-                    for d in range(D):
-                        dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
-                        dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
+                a = att[m, h, s]
+                ds = a * (da[s] - row_sum) * scale
+                for d in range(D):
+                    dqkv[b, s, v0 + d] += a * dout[m, q0 + d]
+                    dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
+                    dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
     return dqkv
