@@ -20,6 +20,7 @@ import numpy as np
 
 from ..threads import blas_threads
 from ._jit import kernel
+from .exp import exp
 from .softmax import softmax_row
 
 BLAS_MIN_T = 32
@@ -57,23 +58,45 @@ def _forward_small(qkv, n_heads, causal):
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
-    scale = 1.0 / math.sqrt(D)
+    f = qkv.dtype.type
+    scale = f(1.0 / math.sqrt(D))
     out = np.zeros((B, T, C), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    scores = np.empty(T, dtype=qkv.dtype)
+    # 1. scores, less the row maximum, scaled; masked keys get -inf
     for b in range(B):
         for h in range(n_heads):
-            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            for t in range(T):          # _attend_row's loop, inline: a call per row doubles the time
+            q0, k0 = h * D, C + h * D
+            for t in range(T):
                 n_keys = t + 1 if causal else T
+                row = att[b, h, t]
+                m = -np.inf
                 for s in range(n_keys):
-                    dot = 0.0
+                    dot = f(0.0)
                     for d in range(D):
                         dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
-                    scores[s] = dot
-                softmax_row(scores, att[b, h, t], n_keys, scale)
+                    row[s] = dot
+                    m = max(m, dot)
                 for s in range(n_keys):
-                    a = att[b, h, t, s]
+                    row[s] = scale * (row[s] - m)
+                for s in range(n_keys, T):
+                    row[s] = -np.inf
+    # 2. every exp in one long loop, so that it runs on the vector lanes (rows of T = 8 are too short)
+    flat = att.reshape(-1)
+    for i in range(flat.size):
+        flat[i] = exp(flat[i])
+    # 3. normalise each row, and out_t = sum_s a_ts v_s
+    for b in range(B):
+        for h in range(n_heads):
+            q0, v0 = h * D, 2 * C + h * D
+            for t in range(T):
+                row = att[b, h, t]
+                total = f(0.0)
+                for s in range(T):
+                    total += row[s]
+                inv = f(1.0) / total
+                for s in range(T):
+                    a = row[s] * inv
+                    row[s] = a
                     for d in range(D):
                         out[b, t, q0 + d] += a * qkv[b, s, v0 + d]
     return out, att
