@@ -9,22 +9,26 @@ from ._jit import kernel
 
 @kernel
 def layernorm_forward(x, gamma, beta, eps):
-    """x (N, C) -> y (N, C), xhat (N, C), rstd (N,)  with xhat = (x - mean) * rstd."""
+    """x (N, C) -> y (N, C), xhat (N, C), rstd (N,)  with xhat = (x - mean) * rstd.
+
+    Sums in x's precision (two passes: mean, then the squares of x - mean).
+    """
     N, C = x.shape
+    f = x.dtype.type
+    inv_c = f(1.0 / C)
     y = np.empty_like(x)
     xhat = np.empty_like(x)
     rstd = np.empty(N, dtype=x.dtype)
     for n in range(N):
-        mean = 0.0
+        mean = f(0.0)
         for c in range(C):
             mean += x[n, c]
-        mean /= C
-        var = 0.0
+        mean *= inv_c
+        var = f(0.0)
         for c in range(C):
             d = x[n, c] - mean
             var += d * d
-        var /= C
-        r = 1.0 / np.sqrt(var + eps)
+        r = f(1.0) / np.sqrt(var * inv_c + f(eps))
         rstd[n] = r
         for c in range(C):
             xh = (x[n, c] - mean) * r
@@ -40,19 +44,23 @@ def layernorm_backward(dy, xhat, rstd, gamma):
     With g = dy * gamma:  dx = rstd / C * (C * g - sum(g) - xhat * sum(g * xhat)).
     """
     N, C = dy.shape
+    f = dy.dtype.type
+    fc = f(C)
     dx = np.empty_like(dy)
-    dgamma = np.zeros(C, dtype=dy.dtype)
-    dbeta = np.zeros(C, dtype=dy.dtype)
     for n in range(N):
-        sum_g = 0.0
-        sum_gx = 0.0
+        sum_g = f(0.0)
+        sum_gx = f(0.0)
         for c in range(C):
             g = dy[n, c] * gamma[c]
             sum_g += g
             sum_gx += g * xhat[n, c]
+        scale = rstd[n] / fc
+        for c in range(C):
+            dx[n, c] = scale * (fc * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
+    dgamma = np.zeros(C, dtype=dy.dtype)
+    dbeta = np.zeros(C, dtype=dy.dtype)
+    for n in range(N):          # a pass of its own: the loop above stays free of stores to (C,) arrays
+        for c in range(C):
             dgamma[c] += dy[n, c] * xhat[n, c]
             dbeta[c] += dy[n, c]
-        scale = rstd[n] / C
-        for c in range(C):
-            dx[n, c] = scale * (C * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
     return dx, dgamma, dbeta
