@@ -5,10 +5,10 @@
 
 A step is loss + backward + Adam. Each size runs in its own process; inside it the
 implementations run in interleaved rounds (A, B, C, A, B, C, ...) so they share the
-machine's load. Idle OpenBLAS threads spin for a while after each call and would take
-a core from PyTorch's threads in the next round, so OpenBLAS is told to stop spinning
-early (OPENBLAS_THREAD_TIMEOUT=16); for tiny, --blas-threads 1 shows the one-thread
-figure that course_lib.train.fit uses at this size.
+machine's load. Idle BLAS and OpenMP threads spin for a while after their last call
+(OpenBLAS about 0.1 s) and would take a core from the next implementation, so each
+timed round starts after a pause of SETTLE seconds. For tiny, --blas-threads 1 shows
+the one-thread figure that course_lib.train.fit uses at this size.
 medians and minima are reported with speed-ups against PyTorch, achieved GFLOP/s
 against a measured matrix-multiply peak, and (in child processes) peak memory and
 cold / warm start: import plus first step with an empty and with a filled Numba cache.
@@ -29,6 +29,9 @@ SIZES = {
                                               d_ff=1024), batch=8, seq=128),
     "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64),
 }
+
+
+SETTLE = 0.3
 
 
 def make_config(size):
@@ -115,6 +118,7 @@ def bench_size(size, repeats, with_numpy=True):
     times = {k: [] for k in steps}
     for _ in range(repeats):
         for name, step in steps.items():
+            time.sleep(SETTLE)
             times[name].append(_timed(lambda: [step() for _ in range(inner)]) / inner)
     flops = step_flops(cfg, spec["batch"], spec["seq"])
     return {"size": size, "params": int(cl.Transformer(cfg, seed=0).n_params) if size != "gpt2-small" else None,
@@ -140,7 +144,6 @@ print(json.dumps({{"import": t_import, "first": t_first,
 
 def size_env(blas_threads=None):
     env = dict(os.environ)
-    env.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
     if blas_threads:
         env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
     return env

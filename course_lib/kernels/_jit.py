@@ -10,8 +10,6 @@ from numba import njit
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 
 
-def kernel(fn=None, *, parallel=False):
+def kernel(fn):
     """`@kernel` = `@njit(cache=True, fastmath=FASTMATH, error_model="numpy")`."""
-    def wrap(f):
-        return njit(cache=True, fastmath=FASTMATH, error_model="numpy", parallel=parallel)(f)
-    return wrap(fn) if fn is not None else wrap
+    return njit(cache=True, fastmath=FASTMATH, error_model="numpy")(fn)

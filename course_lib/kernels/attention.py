@@ -6,7 +6,8 @@ h*D : (h+1)*D with D = C / H. For each batch row b and head h:
     A = softmax(S)            row-wise, max subtracted
     O_h = A V_h               (T, D)
 Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
-Below BLAS_MIN_T positions plain loops over (b, h, t) are fastest; from there on
+Below BLAS_MIN_T positions plain loops are fastest (the backward is then
+attention_rows_backward with every position as a query row); from there on
 each (b, h) copies its Q, K, V blocks into contiguous (T, D) arrays and the products
 go through BLAS, with BLAS's own threads (measured here: as fast as one thread at
 T = 32 and 64, 1.2-1.5x faster at T = 128 and 1024).
@@ -55,6 +56,7 @@ def _dscores(dA, a, scale):
 
 @kernel
 def _forward_small(qkv, n_heads, causal):
+    """Loops over (b, h, t). Rows of qkv are taken as 1-D slices: unit-stride inner loops."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
@@ -69,11 +71,13 @@ def _forward_small(qkv, n_heads, causal):
             for t in range(T):
                 n_keys = t + 1 if causal else T
                 row = att[b, h, t]
+                q = qkv[b, t, q0:q0 + D]
                 m = -np.inf
                 for s in range(n_keys):
+                    k = qkv[b, s, k0:k0 + D]
                     dot = f(0.0)
                     for d in range(D):
-                        dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
+                        dot += q[d] * k[d]
                     row[s] = dot
                     m = max(m, dot)
                 for s in range(n_keys):
@@ -90,6 +94,7 @@ def _forward_small(qkv, n_heads, causal):
             q0, v0 = h * D, 2 * C + h * D
             for t in range(T):
                 row = att[b, h, t]
+                o = out[b, t, q0:q0 + D]
                 total = f(0.0)
                 for s in range(T):
                     total += row[s]
@@ -97,8 +102,9 @@ def _forward_small(qkv, n_heads, causal):
                 for s in range(T):
                     a = row[s] * inv
                     row[s] = a
+                    v = qkv[b, s, v0:v0 + D]
                     for d in range(D):
-                        out[b, t, q0 + d] += a * qkv[b, s, v0 + d]
+                        o[d] += a * v[d]
     return out, att
 
 
@@ -115,48 +121,6 @@ def _forward_blas(qkv, n_heads, causal):
             _softmax_scores(q @ k.T, 1.0 / math.sqrt(D), causal, att[b, h])
             out[b, :, h * D:(h + 1) * D] = att[b, h] @ v
     return out, att
-
-
-@kernel
-def _backward_small(dout, qkv, att):
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    n_heads = att.shape[1]
-    D = C // n_heads
-    scale = 1.0 / math.sqrt(D)
-    dqkv = np.empty_like(qkv)
-    # per (b, h): inputs and gradients in small contiguous buffers, reused from head to head
-    q, k, v, do = (np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype),
-                   np.empty((T, D), qkv.dtype))
-    dq, dk, dv = np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype), np.empty((T, D), qkv.dtype)
-    dA = np.empty(T, dtype=qkv.dtype)
-    for b in range(B):
-        for h in range(n_heads):
-            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            for t in range(T):
-                for d in range(D):
-                    q[t, d], k[t, d], v[t, d] = qkv[b, t, q0 + d], qkv[b, t, k0 + d], qkv[b, t, v0 + d]
-                    do[t, d] = dout[b, t, q0 + d]
-                    dq[t, d], dk[t, d], dv[t, d] = 0.0, 0.0, 0.0
-            for t in range(T):
-                row_sum = 0.0
-                for s in range(T):
-                    dot = 0.0
-                    for d in range(D):
-                        dot += do[t, d] * v[s, d]
-                    dA[s] = dot
-                    row_sum += dot * att[b, h, t, s]
-                for s in range(T):
-                    a = att[b, h, t, s]
-                    ds = a * (dA[s] - row_sum) * scale
-                    for d in range(D):
-                        dv[s, d] += a * do[t, d]
-                        dq[t, d] += ds * k[s, d]
-                        dk[s, d] += ds * q[t, d]
-            for t in range(T):
-                for d in range(D):
-                    dqkv[b, t, q0 + d], dqkv[b, t, k0 + d], dqkv[b, t, v0 + d] = dq[t, d], dk[t, d], dv[t, d]
-    return dqkv
 
 
 @kernel
@@ -192,8 +156,11 @@ def attention_backward(dout, qkv, att):
     dV_h = A^T dO_h;  dA = dO_h V_h^T;  dS = A * (dA - rowsum(dA * A)) / sqrt(D);
     dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient.
     """
-    if qkv.shape[1] < BLAS_MIN_T:
-        return _backward_small(dout, qkv, att)
+    B, T = qkv.shape[:2]
+    if T < BLAS_MIN_T:      # every position is a query row: attention_rows_backward's loops
+        att_rows = np.ascontiguousarray(att.transpose(0, 2, 1, 3)).reshape(B * T, att.shape[1], T)
+        return attention_rows_backward(np.ascontiguousarray(dout).reshape(B * T, -1), qkv, att_rows,
+                                       np.arange(B * T))
     return _backward_blas(dout, qkv, att)
 
 
@@ -203,6 +170,7 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
+    f = qkv.dtype.type
     scale = 1.0 / math.sqrt(D)
     out = np.zeros((rows.shape[0], C), dtype=qkv.dtype)
     att = np.empty((rows.shape[0], n_heads, T), dtype=qkv.dtype)
@@ -212,16 +180,20 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
         n_keys = t + 1 if causal else T
         for h in range(n_heads):        # as in _forward_small, for one query row
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            q = qkv[b, t, q0:q0 + D]
             for s in range(n_keys):
-                dot = 0.0
+                k = qkv[b, s, k0:k0 + D]
+                dot = f(0.0)
                 for d in range(D):
-                    dot += qkv[b, t, q0 + d] * qkv[b, s, k0 + d]
+                    dot += q[d] * k[d]
                 scores[s] = dot
-            softmax_row(scores, att[m, h], n_keys, scale)
+            a = att[m, h]
+            softmax_row(scores, a, n_keys, scale)
+            o = out[m, q0:q0 + D]
             for s in range(n_keys):
-                a = att[m, h, s]
+                v = qkv[b, s, v0:v0 + D]
                 for d in range(D):
-                    out[m, q0 + d] += a * qkv[b, s, v0 + d]
+                    o[d] += a[s] * v[d]
     return out, att
 
 
@@ -229,8 +201,8 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
 def attention_rows_backward(dout, qkv, att, rows):
     """dout (M, C) at the query rows -> dqkv (B, T, 3C); zero Q gradient at the other rows.
 
-    Per row and head: dV += a^T dO;  da = dO V^T;  ds = a * (da - sum(da * a)) / sqrt(D);
-    dq = ds K;  dK += ds^T q.  A masked key has a = 0, so it gets no gradient.
+    Per row and head: ds = a * (dO V^T - sum(a * dO V^T)) / sqrt(D);  dq = ds K;
+    dK += ds^T q;  dV += a^T dO.  A masked key has a = 0, so it gets no gradient.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
@@ -239,23 +211,33 @@ def attention_rows_backward(dout, qkv, att, rows):
     f = qkv.dtype.type
     scale = f(1.0 / math.sqrt(D))
     dqkv = np.zeros_like(qkv)
-    da = np.empty(T, dtype=qkv.dtype)
+    ds = np.empty(T, dtype=qkv.dtype)
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
         for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
+            a = att[m, h]
+            do = dout[m, q0:q0 + D]         # rows as 1-D slices: unit-stride inner loops
+            q = qkv[b, t, q0:q0 + D]
+            dq = dqkv[b, t, q0:q0 + D]
             row_sum = f(0.0)
             for s in range(T):
+                v = qkv[b, s, v0:v0 + D]
                 dot = f(0.0)
                 for d in range(D):
-                    dot += dout[m, q0 + d] * qkv[b, s, v0 + d]
-                da[s] = dot
-                row_sum += dot * att[m, h, s]
+                    dot += do[d] * v[d]
+                ds[s] = dot
+                row_sum += dot * a[s]
             for s in range(T):
-                a = att[m, h, s]
-                ds = a * (da[s] - row_sum) * scale
+                w = a[s]
+                g = w * (ds[s] - row_sum) * scale
+                dv = dqkv[b, s, v0:v0 + D]
                 for d in range(D):
-                    dqkv[b, s, v0 + d] += a * dout[m, q0 + d]
-                    dqkv[b, t, q0 + d] += ds * qkv[b, s, k0 + d]
-                    dqkv[b, s, k0 + d] += ds * qkv[b, t, q0 + d]
+                    dv[d] += w * do[d]
+                k = qkv[b, s, k0:k0 + D]
+                for d in range(D):
+                    dq[d] += g * k[d]
+                dk = dqkv[b, s, k0:k0 + D]
+                for d in range(D):
+                    dk[d] += g * q[d]
     return dqkv
