@@ -114,7 +114,7 @@ class Transformer:
     def _check_tokens(self, tokens):
         cfg = self.config
         tokens = np.asarray(tokens)
-        if tokens.dtype == bool or not np.issubdtype(tokens.dtype, np.integer):
+        if tokens.dtype.kind not in "iu":
             raise TypeError(f"tokens must be integer ids in 0..{cfg.vocab_size - 1}, got dtype {tokens.dtype}")
         if tokens.ndim == 1:
             tokens = tokens[None, :]
@@ -122,8 +122,8 @@ class Transformer:
             raise ValueError(f"tokens must have shape (batch, time) with both sizes >= 1, got {tokens.shape}")
         if tokens.shape[1] > cfg.seq_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's seq_len = {cfg.seq_len}")
-        bad = (tokens < 0) | (tokens >= cfg.vocab_size)
-        if bad.any():
+        if tokens.min() < 0 or tokens.max() >= cfg.vocab_size:
+            bad = (tokens < 0) | (tokens >= cfg.vocab_size)
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(f"token id {int(tokens[where])} at position {where} is out of range; "
                              f"allowed ids: 0..{cfg.vocab_size - 1}")
@@ -132,18 +132,19 @@ class Transformer:
     def _check_targets(self, targets, shape):
         V = self.config.vocab_size
         targets = np.asarray(targets)
-        if targets.dtype == bool or not np.issubdtype(targets.dtype, np.integer):
+        if targets.dtype.kind not in "iu":
             raise TypeError(f"targets must be integer ids (or {IGNORE} for 'not scored'), got dtype {targets.dtype}")
         if targets.ndim == 1 and len(shape) == 2 and shape[0] == 1:
             targets = targets[None, :]
         if targets.shape != shape:
             raise ValueError(f"targets have shape {targets.shape}, but tokens have shape {shape}: they must match")
-        bad = ((targets < 0) | (targets >= V)) & (targets != IGNORE)
-        if bad.any():
+        low, high = targets.min(), targets.max()
+        if high >= V or (low < 0 and ((targets < 0) & (targets != IGNORE)).any()):
+            bad = ((targets < 0) | (targets >= V)) & (targets != IGNORE)
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(f"target {int(targets[where])} at position {where} is out of range; "
                              f"allowed: 0..{V - 1}, or {IGNORE} for 'not scored'")
-        if not (targets != IGNORE).any():
+        if high == IGNORE:          # the only negative allowed is IGNORE: all of them are
             raise ValueError(f"every target is {IGNORE}: there is nothing to score")
         return np.ascontiguousarray(targets, dtype=np.int64).ravel()
 

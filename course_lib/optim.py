@@ -97,7 +97,9 @@ class Optimizer:
             g = grads[k]
             if not isinstance(g, np.ndarray) or g.shape != p.shape:
                 raise ValueError(f"gradient {k!r} has shape {getattr(g, 'shape', None)}, parameter has {p.shape}")
-            flat.append(np.ascontiguousarray(g, dtype=p.dtype).reshape(-1))
+            if g.dtype != p.dtype:
+                g = g.astype(p.dtype)
+            flat.append(g.reshape(-1))          # a view if g is contiguous, else a contiguous copy
         return tuple(flat)
 
     def _flat(self, *states):
