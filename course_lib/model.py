@@ -209,15 +209,15 @@ class Transformer:
     def _ffn_forward(self, prefix, x):
         P = self.params
         h = self.k.linear_forward(x, P[prefix + "w1"], P[prefix + "b1"])
-        a, t = (self.k.relu_forward(h), None) if self.config.activation == "relu" else self.k.gelu_forward(h)
+        a = self.k.relu_forward(h) if self.config.activation == "relu" else self.k.gelu_forward(h)
         y = self.k.linear_forward(a, P[prefix + "w2"], P[prefix + "b2"])
-        return y, (x, h, a, t)
+        return y, (x, h, a)
 
     def _ffn_backward(self, prefix, dy, tape, grads):
-        x, h, a, t = tape
+        x, h, a = tape
         P = self.params
         da, grads[prefix + "w2"], grads[prefix + "b2"] = self.k.linear_backward(dy, a, P[prefix + "w2"], True)
-        dh = self.k.relu_backward(da, h) if t is None else self.k.gelu_backward(da, h, t)
+        dh = self.k.relu_backward(da, h) if self.config.activation == "relu" else self.k.gelu_backward(da, h)
         dx, grads[prefix + "w1"], grads[prefix + "b1"] = self.k.linear_backward(dh, x, P[prefix + "w1"], True)
         return dx
 

@@ -35,32 +35,34 @@ def relu_backward(dy, h):
 
 @kernel
 def gelu_forward(h):
-    """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3). -> y, tanh(u) (kept for backward).
+    """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3).
 
     Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
-    one vectorised exp per element, and tanh(u) = 2 sigma(2u) - 1 comes for free.
+    one vectorised exp per element. Backward needs only h: it recomputes sigma(2u).
     """
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
-    minus_2a, b, one, two = f(-2.0 * GELU_A), f(GELU_B), f(1.0), f(2.0)
+    minus_2a, b, one = f(-2.0 * GELU_A), f(GELU_B), f(1.0)
     y = np.empty_like(h)
-    t = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
             x = h[i, j]
-            s = one / (one + exp(minus_2a * (x + b * x * x * x)))   # exp = inf for very negative x: s = 0
-            y[i, j] = x * s
-            t[i, j] = two * s - one
-    return y, t
+            y[i, j] = x / (one + exp(minus_2a * (x + b * x * x * x)))   # exp = inf for very negative x: y = 0
+    return y
 
 
 @kernel
-def gelu_backward(dy, h, t):
-    """dh = dy * [0.5 (1 + t) + 0.5 h (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2)], t = tanh(u)."""
+def gelu_backward(dy, h):
+    """dh = dy * [s + 2 h s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 h^2)],  s = sigma(2u) = 0.5 (1 + tanh(u)).
+
+    (The tanh form: 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h) with t = 2 s - 1.)
+    """
+    f = h.dtype.type
+    minus_2a, a, b, one, two = f(-2.0 * GELU_A), f(GELU_A), f(GELU_B), f(1.0), f(2.0)
     dh = np.empty_like(dy)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
             x = h[i, j]
-            tt = t[i, j]
-            du = GELU_A * (1.0 + 3.0 * GELU_B * x * x)
-            dh[i, j] = dy[i, j] * (0.5 * (1.0 + tt) + 0.5 * x * (1.0 - tt * tt) * du)
+            s = one / (one + exp(minus_2a * (x + b * x * x * x)))
+            du = a * (one + f(3.0) * b * x * x)
+            dh[i, j] = dy[i, j] * (s + two * x * s * (one - s) * du)
     return dh

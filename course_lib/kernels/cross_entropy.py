@@ -19,6 +19,7 @@ def cross_entropy_forward(logits, targets):
     (one exp per logit; log s is never log 0, since the largest term is exp(0) = 1).
     """
     N, V = logits.shape
+    f = logits.dtype.type               # the row loops stay in the logits' precision (vector lanes)
     probs = np.empty_like(logits)
     total = 0.0
     count = 0
@@ -27,12 +28,12 @@ def cross_entropy_forward(logits, targets):
         m = z[0]
         for v in range(1, V):
             m = max(m, z[v])
-        s = 0.0
+        s = f(0.0)
         for v in range(V):
             e = exp(z[v] - m)
             probs[n, v] = e
             s += e
-        inv = 1.0 / s
+        inv = f(1.0) / s
         for v in range(V):
             probs[n, v] *= inv
         y = targets[n]

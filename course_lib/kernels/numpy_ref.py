@@ -55,11 +55,11 @@ def relu_backward(dy, h):
 
 
 def gelu_forward(h):
+    return 0.5 * h * (1 + np.tanh(GELU_A * (h + GELU_B * h ** 3)))
+
+
+def gelu_backward(dy, h):
     t = np.tanh(GELU_A * (h + GELU_B * h ** 3))
-    return 0.5 * h * (1 + t), t
-
-
-def gelu_backward(dy, h, t):
     return dy * (0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_A * (1 + 3 * GELU_B * h * h))
 
 
