@@ -104,12 +104,15 @@ class Optimizer:
 
     def _flat(self, *states):
         """Flat views of params and of each state dict, as tuples in params order.
-        Built once; built again only if an array in params was replaced."""
+        Built once; built again only if an array in params was replaced (io.load does that)."""
+        arrays = tuple(self.params.values())
         cached = getattr(self, "_flat_cache", None)
-        if cached is None or any(view.base is not p for view, p in zip(cached[0], self.params.values())):
-            cached = tuple(tuple(a.reshape(-1) for a in d.values()) for d in (self.params, *states))
+        if cached is None or len(cached[0]) != len(arrays) or any(a is not b for a, b in zip(cached[0], arrays)):
+            if any(d.keys() != self.params.keys() for d in states):
+                raise ValueError("the parameters changed after this optimiser was made: make a new optimiser")
+            cached = (arrays,) + tuple(tuple(a.reshape(-1) for a in d.values()) for d in (self.params, *states))
             self._flat_cache = cached
-        return cached
+        return cached[1:]
 
     def _state_arrays(self):
         return {}
@@ -148,9 +151,9 @@ class SGD(Optimizer):
 
     def step(self, grads):
         gs = self._check_grads(grads)
+        ps, bufs = self._flat(self.buf)
         first = self.t == 0
         self.t += 1
-        ps, bufs = self._flat(self.buf)
         for p, g, buf in zip(ps, gs, bufs):
             sgd_update(p, g, buf, self.lr, self.momentum, self.weight_decay, first)
 
@@ -177,8 +180,8 @@ class Adam(Optimizer):
 
     def step(self, grads):
         gs = self._check_grads(grads)
-        self.t += 1
         ps, ms, vs = self._flat(self.m, self.v)
+        self.t += 1
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
         if len({p.dtype for p in ps}) == 1:      # one kernel call for all parameters
             adam_update_all(ps, gs, ms, vs, *hyper)

@@ -166,3 +166,16 @@ def test_a_parameter_array_replaced_in_the_dict_is_the_one_updated(make):
     opt.step(g)
     assert np.all(p["w"] < 0)                      # the new array moved against the gradient
     np.testing.assert_array_equal(old_w, frozen)   # the replaced one was left alone
+
+
+def test_parameters_that_are_views_and_a_parameter_added_later():
+    base = np.zeros((4, 3))
+    p = {"w": base[1:3]}                           # a contiguous view: updated in place, step after step
+    opt = optim.SGD(p, lr=0.5)
+    for _ in range(2):
+        opt.step({"w": np.ones((2, 3))})
+    np.testing.assert_array_equal(base[1:3], -1.0)
+    p["b"] = np.zeros(2)
+    with pytest.raises(ValueError, match="make a new optimiser"):
+        opt.step({"w": np.ones((2, 3)), "b": np.ones(2)})
+    assert opt.t == 2                              # the refused step changed nothing

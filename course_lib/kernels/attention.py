@@ -211,7 +211,7 @@ def attention_rows_backward(dout, qkv, att, rows):
     f = qkv.dtype.type
     scale = f(1.0 / math.sqrt(D))
     dqkv = np.zeros_like(qkv)
-    ds = np.empty(T, dtype=qkv.dtype)
+    da = np.empty(T, dtype=qkv.dtype)      # dA for one row: dO V^T
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
         for h in range(n_heads):
@@ -226,18 +226,17 @@ def attention_rows_backward(dout, qkv, att, rows):
                 dot = f(0.0)
                 for d in range(D):
                     dot += do[d] * v[d]
-                ds[s] = dot
+                da[s] = dot
                 row_sum += dot * a[s]
             for s in range(T):
-                w = a[s]
-                g = w * (ds[s] - row_sum) * scale
+                ds = a[s] * (da[s] - row_sum) * scale
                 dv = dqkv[b, s, v0:v0 + D]
                 for d in range(D):
-                    dv[d] += w * do[d]
+                    dv[d] += a[s] * do[d]
                 k = qkv[b, s, k0:k0 + D]
                 for d in range(D):
-                    dq[d] += g * k[d]
+                    dq[d] += ds * k[d]
                 dk = dqkv[b, s, k0:k0 + D]
                 for d in range(D):
-                    dk[d] += g * q[d]
+                    dk[d] += ds * q[d]
     return dqkv
