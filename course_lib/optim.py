@@ -92,15 +92,16 @@ class Optimizer:
             missing = [k for k in self.params if k not in grads]
             extra = [k for k in grads if k not in self.params]
             raise ValueError(f"grads do not match params: missing {missing[:5]}, unexpected {extra[:5]}")
-        flat = []
-        for k, p in self.params.items():
-            g = grads[k]
-            if not isinstance(g, np.ndarray) or g.shape != p.shape:
-                raise ValueError(f"gradient {k!r} has shape {getattr(g, 'shape', None)}, parameter has {p.shape}")
-            if g.dtype != p.dtype:
-                g = g.astype(p.dtype)
-            flat.append(g.reshape(-1))          # a view if g is contiguous, else a contiguous copy
-        return tuple(flat)
+        gs = [grads[k] for k in self.params]
+        if not (all(isinstance(g, np.ndarray) for g in gs)
+                and [g.shape for g in gs] == [p.shape for p in self.params.values()]):
+            for (k, p), g in zip(self.params.items(), gs):       # name the first bad one
+                if not isinstance(g, np.ndarray) or g.shape != p.shape:
+                    raise ValueError(f"gradient {k!r} has shape {getattr(g, 'shape', None)}, parameter has {p.shape}")
+        dtypes = {p.dtype for p in self.params.values()}
+        if len(dtypes) > 1 or {g.dtype for g in gs} != dtypes:
+            gs = [g.astype(p.dtype, copy=False) for g, p in zip(gs, self.params.values())]
+        return tuple([g.ravel() for g in gs])       # flat views if contiguous, else contiguous copies
 
     def _flat(self, *states):
         """Flat views of params and of each state dict, as tuples in params order.

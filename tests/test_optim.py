@@ -61,6 +61,7 @@ def test_bad_hyperparameters(call, error, words):
     ({"w": np.zeros((3, 4))}, ValueError, r"missing \['b'\]"),
     ({"w": np.zeros((3, 4)), "b": np.zeros(4), "c": np.zeros(1)}, ValueError, r"unexpected \['c'\]"),
     ({"w": np.zeros((4, 3)), "b": np.zeros(4)}, ValueError, r"gradient 'w' has shape \(4, 3\)"),
+    ({"w": np.zeros((3, 4)), "b": [0.0] * 4}, ValueError, r"gradient 'b' has shape None"),
     ([np.zeros((3, 4))], TypeError, "must be a dict"),
 ])
 def test_bad_gradients_change_nothing(grads, error, words):
@@ -71,6 +72,14 @@ def test_bad_gradients_change_nothing(grads, error, words):
         opt.step(grads)
     assert opt.t == 0 and all(np.array_equal(before[k], p[k]) for k in p)
     assert all(np.all(m == 0) for m in opt.m.values())
+
+
+def test_gradients_in_another_dtype_are_converted():
+    p32, p_ref = make_params(np.float32), make_params(np.float32)
+    g = {k: np.full(v.shape, 0.3) for k, v in p32.items()}           # float64 gradients
+    optim.Adam(p32, lr=0.1).step(g)
+    optim.Adam(p_ref, lr=0.1).step({k: v.astype(np.float32) for k, v in g.items()})
+    assert all(p32[k].dtype == np.float32 and np.array_equal(p32[k], p_ref[k]) for k in p32)
 
 
 def test_setting_a_negative_lr_is_refused():
