@@ -122,14 +122,16 @@ class Transformer:
             raise ValueError(f"tokens must have shape (batch, time) with both sizes >= 1, got {tokens.shape}")
         if tokens.shape[1] > cfg.seq_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's seq_len = {cfg.seq_len}")
-        if tokens.min() < 0 or tokens.max() >= cfg.vocab_size:
-            bad = (tokens < 0) | (tokens >= cfg.vocab_size)
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
+        ids = np.ascontiguousarray(tokens, dtype=np.int64)
+        bad = numba_kernels.first_out_of_range(ids, cfg.vocab_size)
+        if bad >= 0:
+            where = tuple(int(i) for i in np.unravel_index(bad, tokens.shape))
             raise ValueError(f"token id {int(tokens[where])} at position {where} is out of range; "
                              f"allowed ids: 0..{cfg.vocab_size - 1}")
-        return np.ascontiguousarray(tokens, dtype=np.int64)
+        return ids
 
     def _check_targets(self, targets, shape):
+        """-> the targets as flat int64 (N,), and the positions that are scored (target != IGNORE)."""
         V = self.config.vocab_size
         targets = np.asarray(targets)
         if targets.dtype.kind not in "iu":
@@ -138,15 +140,15 @@ class Transformer:
             targets = targets[None, :]
         if targets.shape != shape:
             raise ValueError(f"targets have shape {targets.shape}, but tokens have shape {shape}: they must match")
-        low, high = targets.min(), targets.max()
-        if high >= V or (low < 0 and ((targets < 0) & (targets != IGNORE)).any()):
-            bad = ((targets < 0) | (targets >= V)) & (targets != IGNORE)
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
+        flat = np.ascontiguousarray(targets, dtype=np.int64).ravel()
+        rows, bad = numba_kernels.scored_rows(flat, V)
+        if bad >= 0:
+            where = tuple(int(i) for i in np.unravel_index(bad, targets.shape))
             raise ValueError(f"target {int(targets[where])} at position {where} is out of range; "
                              f"allowed: 0..{V - 1}, or {IGNORE} for 'not scored'")
-        if high == IGNORE:          # the only negative allowed is IGNORE: all of them are
+        if len(rows) == 0:
             raise ValueError(f"every target is {IGNORE}: there is nothing to score")
-        return np.ascontiguousarray(targets, dtype=np.int64).ravel()
+        return flat, rows
 
     # ----- stations ------------------------------------------------------
     def _positions(self):
@@ -324,8 +326,7 @@ class Transformer:
     def loss(self, tokens, targets):
         """Mean cross-entropy over targets != -100. Keeps the tape for backward()."""
         tokens = self._check_tokens(tokens)
-        targets = self._check_targets(targets, tokens.shape)
-        rows = np.flatnonzero(targets != IGNORE)
+        targets, rows = self._check_targets(targets, tokens.shape)
         if len(rows) == targets.size:
             rows = None
         logits = self._forward(tokens, rows)

@@ -236,3 +236,11 @@ def test_gelu_matches_the_tanh_formula_in_both_precisions(dtype, tol):
     ref_dh = 0.5 * (1 + ref_t) + 0.5 * h64 * (1 - ref_t ** 2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * h64 ** 2)
     assert dh.dtype == dtype and np.all(np.isfinite(dh))
     np.testing.assert_allclose(dh, ref_dh, atol=tol * 60, rtol=tol)
+
+
+def test_scored_rows_and_id_range_checks():
+    rows, bad = K.scored_rows(np.array([-100, 3, -100, 0]), 20)
+    assert rows.tolist() == [1, 3] and bad == -1
+    assert K.scored_rows(np.array([5, -100, 20, -7]), 20)[1] == 2      # the first bad one
+    assert K.first_out_of_range(np.array([[0, 19], [3, 4]]), 20) == -1
+    assert K.first_out_of_range(np.array([[0, 19], [-1, 20]]), 20) == 2

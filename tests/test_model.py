@@ -115,6 +115,8 @@ def test_backward_before_loss_is_refused(batch):
 @pytest.mark.parametrize("tokens, error, words", [
     (np.array([[1, 2, 25]]), ValueError, r"token id 25 .* allowed ids: 0..19"),
     (np.array([[1, -2, 3]]), ValueError, "token id -2"),
+    (np.array([[1, 2], [3, 40]]), ValueError, r"token id 40 at position \(1, 1\)"),
+    (np.array([[2 ** 64 - 1]], dtype=np.uint64), ValueError, "token id 18446744073709551615"),
     (np.array([[1.0, 2.0]]), TypeError, "must be integer ids"),
     (np.zeros((1, 9), dtype=int), ValueError, "exceeds the model's seq_len = 8"),
     (np.zeros((2, 3, 4), dtype=int), ValueError, r"shape \(batch, time\)"),
@@ -130,6 +132,7 @@ def test_bad_tokens(tokens, error, words):
     (np.zeros((4, 7), dtype=int), ValueError, "must match"),
     (np.full((4, 8), 20), ValueError, r"target 20 .* allowed: 0..19, or -100"),
     (np.full((4, 8), -100), ValueError, "nothing to score"),
+    (np.where(np.arange(32).reshape(4, 8) == 19, -5, -100), ValueError, r"target -5 at position \(2, 3\)"),
     (np.zeros((4, 8)), TypeError, "integer"),
 ])
 def test_bad_targets_change_nothing(targets, error, words, batch):

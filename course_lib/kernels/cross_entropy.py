@@ -12,6 +12,23 @@ IGNORE = -100
 
 
 @kernel
+def scored_rows(targets, n_classes):
+    """targets (N,) int -> rows (M,): the positions whose target is not IGNORE, and the first
+    position whose target is neither IGNORE nor in 0..n_classes-1 (-1 if there is none). One pass."""
+    rows = np.empty(targets.size, dtype=np.int64)
+    m = 0
+    bad = -1
+    for n in range(targets.size):
+        y = targets[n]
+        if y != IGNORE:
+            if bad < 0 and (y < 0 or y >= n_classes):
+                bad = n
+            rows[m] = n
+            m += 1
+    return rows[:m], bad
+
+
+@kernel
 def cross_entropy_forward(logits, targets):
     """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss.
 

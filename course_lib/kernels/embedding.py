@@ -19,6 +19,16 @@ def sinusoidal_table(n_positions, d_model, dtype=np.float64):
 
 
 @kernel
+def first_out_of_range(tokens, vocab_size):
+    """tokens (B, T) int -> flat index of the first id outside 0..vocab_size-1, or -1. One pass."""
+    flat = tokens.ravel()
+    for i in range(flat.size):
+        if flat[i] < 0 or flat[i] >= vocab_size:
+            return i
+    return -1
+
+
+@kernel
 def embedding_forward(tokens, tok_emb, pos):
     """x = E[tokens] + P[:T]. tokens (B, T), E (V, C), P (T_max, C) or None -> x (B, T, C)."""
     B, T = tokens.shape
