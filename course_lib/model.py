@@ -245,10 +245,10 @@ class Transformer:
             u, ln_tape = self._layernorm_forward(ln, x)
             fx, f_tape = f(u)
             y = self.k.residual_forward(skip, fx) if cfg.use_residual else fx
-        return y, (f_tape, ln_tape, rows, x.shape[0])
+        return y, (f_tape, ln_tape, rows)
 
     def _sublayer_backward(self, ln, f_backward, dy, tape, grads):
-        f_tape, ln_tape, rows, n = tape
+        f_tape, ln_tape, rows = tape
         cfg = self.config
         if cfg.norm == "post":
             dr = self._layernorm_backward(ln, dy, ln_tape, grads)
@@ -258,11 +258,12 @@ class Transformer:
             dskip, dfx = self.k.residual_backward(dy) if cfg.use_residual else (None, dy)
             du = f_backward(dfx, f_tape, grads)
             dx = self._layernorm_backward(ln, du, ln_tape, grads)
-        if dskip is None:
-            return dx
-        if rows is not None:
-            dskip = self._scatter_rows(dskip, rows, n)
-        return dx + dskip
+        if dskip is not None:       # dx is a new array from the kernels above: add the skip path in place
+            if rows is None:
+                dx += dskip
+            else:
+                dx[rows] += dskip   # rows are distinct
+        return dx
 
     def _block_forward(self, i, x, B, T, rows=None):
         """Block i on x (N, C). With rows (the last block, when the loss reads only those
