@@ -56,21 +56,22 @@ def _dscores(dA, a, scale):
 
 @kernel
 def _forward_small(qkv, n_heads, causal):
-    """Loops over (b, h, t). Rows of qkv are taken as 1-D slices: unit-stride inner loops."""
+    """Loops over (b, h, t). Rows of qkv are taken as 1-D slices: unit-stride inner loops.
+    Returns the weights as (B, T, H, T), the layout the backward reads them in."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
     f = qkv.dtype.type
     scale = f(1.0 / math.sqrt(D))
     out = np.zeros((B, T, C), dtype=qkv.dtype)
-    att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
+    att = np.empty((B, T, n_heads, T), dtype=qkv.dtype)
     # 1. scores, less the row maximum, scaled; masked keys get -inf
     for b in range(B):
         for h in range(n_heads):
             q0, k0 = h * D, C + h * D
             for t in range(T):
                 n_keys = t + 1 if causal else T
-                row = att[b, h, t]
+                row = att[b, t, h]
                 q = qkv[b, t, q0:q0 + D]
                 m = -np.inf
                 for s in range(n_keys):
@@ -93,7 +94,7 @@ def _forward_small(qkv, n_heads, causal):
         for h in range(n_heads):
             q0, v0 = h * D, 2 * C + h * D
             for t in range(T):
-                row = att[b, h, t]
+                row = att[b, t, h]
                 o = out[b, t, q0:q0 + D]
                 total = f(0.0)
                 for s in range(T):
@@ -146,7 +147,8 @@ def _backward_blas(dout, qkv, att):
 def attention_forward(qkv, n_heads, causal):
     """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
     if qkv.shape[1] < BLAS_MIN_T:
-        return _forward_small(qkv, n_heads, causal)
+        out, att = _forward_small(qkv, n_heads, causal)
+        return out, att.transpose(0, 2, 1, 3)      # a view: attention_backward takes it back without a copy
     return _forward_blas(qkv, n_heads, causal)
 
 
