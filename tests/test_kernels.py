@@ -244,3 +244,21 @@ def test_scored_rows_and_id_range_checks():
     assert K.scored_rows(np.array([5, -100, 20, -7]), 20)[1] == 2      # the first bad one
     assert K.first_out_of_range(np.array([[0, 19], [3, 4]]), 20) == -1
     assert K.first_out_of_range(np.array([[0, 19], [-1, 20]]), 20) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_in_every_layout(dtype):
+    from course_lib.kernels.blas import matmul
+    a, b = randn(5, 3).astype(dtype), randn(3, 4).astype(dtype)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T),            # C and F layouts
+                 (randn(5, 6).astype(dtype)[:, ::2], b),                   # neither: copied first
+                 (a[:1], b), (a[:, :1], b[:1])]:                           # one row, K = 1
+        np.testing.assert_allclose(matmul(x, y), x @ y, rtol=tol, atol=tol)
+    assert matmul(a[:, :0], b[:0]).shape == (5, 4) and not matmul(a[:, :0], b[:0]).any()
+
+
+def test_kernels_share_numpys_blas():
+    """One OpenBLAS thread pool for NumPy and the kernels (two pools fight over the cores)."""
+    from course_lib.kernels import blas
+    assert blas.NUMPY_BLAS is not None and blas.matmul is blas._matmul_numpy_blas

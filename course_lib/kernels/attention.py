@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from ._jit import kernel
+from .blas import matmul
 from .exp import exp
 from .softmax import softmax_row
 
@@ -119,8 +120,8 @@ def _forward_blas(qkv, n_heads, causal):
     for b in range(B):
         for h in range(n_heads):
             q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
-            _softmax_scores(q @ k.T, 1.0 / math.sqrt(D), causal, att[b, h])
-            out[b, :, h * D:(h + 1) * D] = att[b, h] @ v
+            _softmax_scores(matmul(q, k.T), 1.0 / math.sqrt(D), causal, att[b, h])
+            out[b, :, h * D:(h + 1) * D] = matmul(att[b, h], v)
     return out, att
 
 
@@ -136,11 +137,11 @@ def _backward_blas(dout, qkv, att):
             q, k, v = _head(qkv, b, h * D, D), _head(qkv, b, C + h * D, D), _head(qkv, b, 2 * C + h * D, D)
             do = _head(dout, b, h * D, D)
             a = att[b, h]
-            dA = do @ v.T
+            dA = matmul(do, v.T)
             _dscores(dA, a, 1.0 / math.sqrt(D))
-            dqkv[b, :, h * D:(h + 1) * D] = dA @ k
-            dqkv[b, :, C + h * D:C + (h + 1) * D] = dA.T @ q
-            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = a.T @ do
+            dqkv[b, :, h * D:(h + 1) * D] = matmul(dA, k)
+            dqkv[b, :, C + h * D:C + (h + 1) * D] = matmul(dA.T, q)
+            dqkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D] = matmul(a.T, do)
     return dqkv
 
 

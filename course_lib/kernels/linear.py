@@ -5,12 +5,13 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O).
 import numpy as np
 
 from ._jit import kernel
+from .blas import matmul
 
 
 @kernel
 def linear_forward(x, w, b):
     """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O)."""
-    y = x @ w
+    y = matmul(x, w)
     if b is not None:
         for n in range(y.shape[0]):
             for o in range(y.shape[1]):
@@ -21,8 +22,8 @@ def linear_forward(x, w, b):
 @kernel
 def linear_backward(dy, x, w, has_bias):
     """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,)."""
-    dx = dy @ w.T
-    dw = x.T @ dy
+    dx = matmul(dy, w.T)
+    dw = matmul(x.T, dy)
     db = np.zeros(dy.shape[1], dtype=dy.dtype)
     if has_bias:
         for n in range(dy.shape[0]):
