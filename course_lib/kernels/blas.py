@@ -47,36 +47,66 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 @kernel
 def _layout(a):
-    """(transpose flag, leading dimension) of a C- or F-contiguous 2-D array for row-major CBLAS."""
-    if a.flags.c_contiguous:
-        return _NO_TRANS, a.shape[1]
-    return _TRANS, a.shape[0]           # F-contiguous: a.T is C-contiguous
+    """(transpose flag, leading dimension) of a 2-D array whose rows or whose columns are unit-stride
+    (any C- or F-contiguous array, or a block of columns of one); (-1, 0) for any other layout."""
+    unit = a.itemsize
+    if a.strides[1] == unit and a.strides[0] % unit == 0 and a.strides[0] // unit >= max(1, a.shape[1]):
+        return _NO_TRANS, a.strides[0] // unit
+    if a.strides[0] == unit and a.strides[1] % unit == 0 and a.strides[1] // unit >= max(1, a.shape[0]):
+        return _TRANS, a.strides[1] // unit           # its transpose is row-major
+    return -1, 0
+
+
+@kernel
+def _gemm_into(a, b, c):
+    """c = a @ b through NumPy's OpenBLAS; c must have unit-stride rows."""
+    M, K = a.shape
+    N = b.shape[1]
+    if K == 0:
+        c[:] = 0.0
+        return
+    ta, lda = _layout(a)
+    if ta < 0:
+        a = np.ascontiguousarray(a)
+        ta, lda = _layout(a)
+    tb, ldb = _layout(b)
+    if tb < 0:
+        b = np.ascontiguousarray(b)
+        tb, ldb = _layout(b)
+    ldc = c.strides[0] // c.itemsize
+    if a.itemsize == 4:
+        _sgemm(_ROW_MAJOR, ta, tb, M, N, K, np.float32(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
+               np.float32(0.0), c.ctypes.data, ldc)
+    else:
+        _dgemm(_ROW_MAJOR, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0, c.ctypes.data, ldc)
+
+
+@kernel
+def _matmul_into_numpy_blas(a, b, out):
+    """out[...] = a (M, K) @ b (K, N); out (M, N) with unit-stride rows (a block of columns is fine).
+    Both float32 or both float64. a and b may be column blocks or transposes: no copies then."""
+    if out.shape[0] > 0 and out.shape[1] > 0:
+        _gemm_into(a, b, out)
 
 
 @kernel
 def _matmul_numpy_blas(a, b):
     """a (M, K) @ b (K, N) -> (M, N), both float32 or both float64, through NumPy's OpenBLAS."""
-    M, K = a.shape
-    N = b.shape[1]
-    if K == 0 or M == 0 or N == 0:
-        return np.zeros((M, N), dtype=a.dtype)
-    a = a if a.flags.c_contiguous or a.flags.f_contiguous else np.ascontiguousarray(a)
-    b = b if b.flags.c_contiguous or b.flags.f_contiguous else np.ascontiguousarray(b)
-    ta, lda = _layout(a)
-    tb, ldb = _layout(b)
-    c = np.empty((M, N), dtype=a.dtype)
-    if a.itemsize == 4:
-        _sgemm(_ROW_MAJOR, ta, tb, M, N, K, np.float32(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
-               np.float32(0.0), c.ctypes.data, N)
-    else:
-        _dgemm(_ROW_MAJOR, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0, c.ctypes.data, N)
+    c = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+    _matmul_into_numpy_blas(a, b, c)
     return c
 
 
 @kernel
 def _matmul_numba(a, b):
     """a (M, K) @ b (K, N) -> (M, N) through Numba (SciPy's OpenBLAS)."""
-    return a @ b
+    return np.ascontiguousarray(a) @ np.ascontiguousarray(b)
+
+
+@kernel
+def _matmul_into_numba(a, b, out):
+    out[...] = _matmul_numba(a, b)
 
 
 matmul = _matmul_numpy_blas if NUMPY_BLAS is not None else _matmul_numba
+matmul_into = _matmul_into_numpy_blas if NUMPY_BLAS is not None else _matmul_into_numba
