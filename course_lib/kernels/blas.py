@@ -46,47 +46,42 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
 @kernel
-def _layout(a):
-    """(transpose flag, leading dimension) of a 2-D array whose rows or whose columns are unit-stride
-    (any C- or F-contiguous array, or a block of columns of one); (-1, 0) for any other layout."""
-    unit = a.itemsize
-    if a.strides[1] == unit and a.strides[0] % unit == 0 and a.strides[0] // unit >= max(1, a.shape[1]):
-        return _NO_TRANS, a.strides[0] // unit
-    if a.strides[0] == unit and a.strides[1] % unit == 0 and a.strides[1] // unit >= max(1, a.shape[0]):
-        return _TRANS, a.strides[1] // unit           # its transpose is row-major
+def _layout(row_stride, col_stride, n_rows, n_cols):
+    """(transpose flag, leading dimension) for row-major CBLAS of a matrix with these strides (in elements):
+    rows or columns must be unit-stride (C- or F-contiguous, or a block of columns of one); (-1, 0) otherwise."""
+    if col_stride == 1 and row_stride >= max(1, n_cols):
+        return _NO_TRANS, row_stride
+    if row_stride == 1 and col_stride >= max(1, n_rows):
+        return _TRANS, col_stride           # its transpose is row-major
     return -1, 0
 
 
 @kernel
-def _gemm_into(a, b, c):
-    """c = a @ b through NumPy's OpenBLAS; c must have unit-stride rows."""
-    M, K = a.shape
-    N = b.shape[1]
-    if K == 0:
-        c[:] = 0.0
-        return
-    ta, lda = _layout(a)
-    if ta < 0:
-        a = np.ascontiguousarray(a)
-        ta, lda = _layout(a)
-    tb, ldb = _layout(b)
-    if tb < 0:
-        b = np.ascontiguousarray(b)
-        tb, ldb = _layout(b)
-    ldc = c.strides[0] // c.itemsize
-    if a.itemsize == 4:
-        _sgemm(_ROW_MAJOR, ta, tb, M, N, K, np.float32(1.0), a.ctypes.data, lda, b.ctypes.data, ldb,
-               np.float32(0.0), c.ctypes.data, ldc)
+def _gemm(single, M, N, K, a, trans_a, lda, b, trans_b, ldb, c, ldc):
+    """C = A @ B on raw addresses (int64), float32 if single else float64. Integers only: compiled once."""
+    if single:
+        _sgemm(_ROW_MAJOR, trans_a, trans_b, M, N, K, np.float32(1.0), a, lda, b, ldb, np.float32(0.0), c, ldc)
     else:
-        _dgemm(_ROW_MAJOR, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0, c.ctypes.data, ldc)
+        _dgemm(_ROW_MAJOR, trans_a, trans_b, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, ldc)
 
 
 @kernel
 def _matmul_into_numpy_blas(a, b, out):
-    """out[...] = a (M, K) @ b (K, N); out (M, N) with unit-stride rows (a block of columns is fine).
-    Both float32 or both float64. a and b may be column blocks or transposes: no copies then."""
-    if out.shape[0] > 0 and out.shape[1] > 0:
-        _gemm_into(a, b, out)
+    """out[...] = a (M, K) @ b (K, N), both float32 or both float64, without copies. Every array needs
+    unit-stride rows (a C-contiguous array or a block of its columns); a and b may also be transposes of such."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        out[...] = 0.0
+        return
+    unit = a.itemsize
+    ta, lda = _layout(a.strides[0] // unit, a.strides[1] // unit, M, K)
+    tb, ldb = _layout(b.strides[0] // unit, b.strides[1] // unit, K, N)
+    if ta < 0 or tb < 0:
+        raise ValueError("matmul: each operand needs unit-stride rows or unit-stride columns")
+    _gemm(unit == 4, M, N, K, a.ctypes.data, ta, lda, b.ctypes.data, tb, ldb, out.ctypes.data, out.strides[0] // unit)
 
 
 @kernel
