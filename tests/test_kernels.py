@@ -267,12 +267,15 @@ def test_kernels_share_numpys_blas():
     assert blas.NUMPY_BLAS is not None and blas.matmul is blas._matmul_numpy_blas
 
 
-def test_matmul_into_column_blocks():
+@pytest.mark.parametrize("which", ["numpy_blas", "numba"])     # the second serves NumPy builds without the library
+def test_matmul_into_column_blocks(which):
     """Attention's products read and write heads' column blocks in place (leading dimension > width)."""
-    from course_lib.kernels.blas import matmul_into
+    from course_lib.kernels import blas
+    matmul_into = getattr(blas, "_matmul_into_" + which)
     big, other = randn(6, 9), randn(7, 9)
     a, b = big[:, 2:5], other[1:5, 3:6].T          # (6, 3) row-major block, (3, 4) transposed block
     dest = np.zeros((6, 10))
     matmul_into(a, b, dest[:, 4:8])
     np.testing.assert_allclose(dest[:, 4:8], a @ b, rtol=1e-13)
     assert not dest[:, :4].any() and not dest[:, 8:].any()           # nothing written outside the block
+    np.testing.assert_allclose(getattr(blas, "_matmul_" + which)(a, b), a @ b, rtol=1e-13)
