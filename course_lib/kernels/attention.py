@@ -181,7 +181,9 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
         n_keys = t + 1 if causal else T
-        for h in range(n_heads):        # as in _forward_small, for one query row
+        # as in _forward_small, for one query row. The two loops stay written out twice: shared helpers
+        # for the scores and the weighted values measured 63 -> 85 µs for _forward_small at the course's size.
+        for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
             q = qkv[b, t, q0:q0 + D]
             for s in range(n_keys):
