@@ -219,7 +219,7 @@ def test_embed_backward_overwrite_message_is_hand_checkable(capsys):
     # Max(1,1,1), dX[t] = [3t-10, 3t-9, 3t-8]: '1' sits at t = 2, 4, 6 -> -4 + 2 + 8 = 6; overwrite keeps 8
     result = check_embed_backward(overwrite)
     lines(capsys)
-    assert "index (3, 0): got 8.0, expected 6.0" in result.message
+    assert "index (3, 0): got 8, expected 6" in result.message
 
 
 def test_embed_backward_first_sequence_only_is_named(capsys):
@@ -365,7 +365,7 @@ def test_none_result_is_a_clear_failure(check, capsys):
     result = check(lambda *args: None)   # forgot the return statement
     lines(capsys)
     assert not result.passed and result.stage == "shapes"
-    assert "shape ()" in result.message
+    assert "is None" in result.message and "return" in result.hint
 
 
 def test_non_callable_is_reported(capsys):
@@ -374,10 +374,11 @@ def test_non_callable_is_reported(capsys):
     assert not result.passed and "pass your function itself" in out[0]
 
 
-def test_checker_does_not_let_the_learner_change_its_inputs(capsys):
+def test_a_function_that_changes_its_input_in_place_fails_naming_it(capsys):
     def clobbers(tokens, dX, V):
         dE = embed_backward(tokens, dX, V)
-        dX[...] = 0.0
-        tokens[...] = 0
+        dX *= 0.0
         return dE
-    assert_passes(check_embed_backward, clobbers, capsys, 6)
+    result = check_embed_backward(clobbers)
+    lines(capsys)
+    assert not result.passed and "`dX` in place" in result.message

@@ -15,7 +15,9 @@ NotImplementedError gets "not done yet", any other exception a short report.
 """
 import contextlib
 import functools
+import inspect
 import traceback
+import warnings
 
 import numpy as np
 
@@ -88,11 +90,27 @@ def checker(exercise, title):
     return wrap
 
 
-def call(fn, *args, **kwargs):
-    """Call the learner's function on copies of the arguments; turn its exceptions into reports."""
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+def _argument_names(fn, n_args, kwargs):
+    """Names of the learner's parameters for the positional and keyword arguments of a call."""
     try:
-        return fn(*args, **kwargs)
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i] if i < len(params) else f"argument {i + 1}" for i in range(n_args)]
+    return names + list(kwargs)
+
+
+def call(fn, *args, **kwargs):
+    """Call the learner's function on copies of the arguments; turn its exceptions into reports.
+
+    An array argument that the function changes in place fails the check, naming the argument:
+    the caller's data would change under it (the model's activations, the optimiser's state).
+    """
+    originals = list(args) + list(kwargs.values())
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in originals]
+    args, kwargs = copies[:len(args)], dict(zip(kwargs, copies[len(args):]))
+    try:
+        result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotDone() from None
     except Exception as e:  # the learner's bug, reported, never a crash of the checker
@@ -100,17 +118,46 @@ def call(fn, *args, **kwargs):
         where = f" (line {frame.lineno}: {frame.line})" if frame.line else ""
         raise CheckFailed(f"your function raised {type(e).__name__}: {e}{where}",
                           hint="run it on a small input by hand and print intermediate shapes")
+    for name, before, after in zip(_argument_names(fn, len(args), kwargs), originals, copies):
+        if isinstance(before, np.ndarray) and not np.array_equal(before, after, equal_nan=True):
+            raise CheckFailed(f"your function changed its input `{name}` in place",
+                              hint=f"work on a new array (e.g. `{name} - m`, not `{name} -= m`; "
+                                   f"or `{name}.copy()` first): the caller still needs `{name}`")
+    return result
 
 
 def as_array(value, what="your result"):
-    """The learner's output as a float array, or a clear failure."""
+    """The learner's output as a float array, or a clear failure (never an exception of NumPy's)."""
+    if value is None:
+        raise CheckFailed(f"{what} is None", hint="did you forget `return`?")
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
         raise CheckFailed(f"{what} is a {type(value).__name__} of arrays, but one array was expected")
+    if np.iscomplexobj(value):
+        raise CheckFailed(f"{what} is complex ({np.asarray(value).dtype}), but real numbers were expected",
+                          hint="take the real part (`.real`) of a complex intermediate")
     try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise CheckFailed(f"{what} should be a NumPy array of numbers, got {type(value).__name__}") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. an int too large for a float: refuse, do not round
+            arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError, RuntimeWarning):
+        raise CheckFailed(f"{what} should be a NumPy array of numbers, got "
+                          f"{_short(value)} ({type(value).__name__})") from None
     return arr
+
+
+def _short(value, width=60):
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _digits(got, want):
+    """got and want as text with just enough significant digits to tell them apart."""
+    got, want = float(got), float(want)
+    for n in range(4, 18):
+        a, b = f"{got:.{n}g}", f"{want:.{n}g}"
+        if a != b:
+            return a, b
+    return a, b
 
 
 def expect_shape(value, shape, what="your result", hint=None):
@@ -134,12 +181,25 @@ def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol
         raise CheckFailed(f"{what} has shape {arr.shape}, expected {expected.shape}", hint)
     if not np.allclose(arr, expected, rtol=rtol, atol=atol, equal_nan=False):
         bad = np.argwhere(~np.isclose(arr, expected, rtol=rtol, atol=atol))
-        idx = tuple(int(i) for i in bad[0]) if bad.size else ()
-        got_v = arr[idx] if idx else arr
-        want_v = expected[idx] if idx else expected
-        raise CheckFailed(f"{what} is wrong at index {idx}: got {np.round(got_v, 6)}, expected "
-                          f"{np.round(want_v, 6)} ({len(bad)} of {arr.size} entries differ)", hint)
+        idx = tuple(int(i) for i in bad[0])
+        got_v, want_v = _digits(arr[idx], expected[idx])
+        raise CheckFailed(f"{what} is wrong at index {idx}: got {got_v}, expected {want_v} "
+                          f"({len(bad)} of {arr.size} entries differ)", _dtype_hint(value, arr, expected) or hint)
     return arr
+
+
+def _dtype_hint(value, arr, expected):
+    """A float32 (or float16) result that is right to its own precision: name the dtype."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or dtype.kind != "f" or dtype.itemsize >= 8:
+        return None
+    eps = float(np.finfo(dtype).eps)
+    scale = np.max(np.abs(expected)) if expected.size else 0.0
+    if np.allclose(arr, expected, rtol=64 * eps, atol=64 * eps * scale):
+        return (f"your result is {dtype}: right to {dtype}'s precision, but the check needs float64. "
+                f"Compute (and accumulate) in the inputs' dtype: an array made with np.zeros(..., "
+                f"dtype=np.float32) or .astype(np.float32) rounds every value to 7 digits")
+    return None
 
 
 def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-6, atol=1e-9):
