@@ -68,7 +68,7 @@ class CourseFigure(Figure):
     """
 
     def _repr_png_(self):
-        return figure_png(self, dpi=100, compact=False)
+        return figure_png(self, dpi=100)
 
 
 def new_figure(figsize=(6, 4)) -> Figure:
@@ -83,7 +83,7 @@ def figure_png(fig: Figure, dpi: int = 100, compact: bool = True) -> bytes:
     """PNG bytes of `fig`, reproducible: no 'Software' version stamp, white background.
 
     compact: reduce to a 256-colour palette (median cut, no dither): ~3x smaller, no
-    visible change for plots; every slider frame is stored in the notebook.
+    visible change for plots; every figure and slider frame is stored in the notebooks.
     """
     buf = io.BytesIO()
     with style():
