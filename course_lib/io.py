@@ -1,9 +1,14 @@
 """Save and load models (and optimiser state) as .npz files, without pickle.
 
-Layout: 'config' (JSON text), 'param/<name>' arrays, and with an optimiser
-'optim' (JSON: type, hyper-parameters, step) and 'optim/<state>/<name>' arrays.
-A save writes a temporary file beside the target and renames it, so an
-interrupted save leaves any earlier file intact.
+Layout: 'format', 'config' and 'extra' (JSON text), 'param/<name>' arrays, and
+with an optimiser 'optim' (JSON: type, hyper-parameters, step) and
+'optim/<state>/<name>' arrays. A save writes a temporary file beside the target
+and renames it, so an interrupted save leaves any earlier file intact.
+
+Loading trusts nothing in the file: every array is checked against the config
+the file carries (names, shapes, dtypes, finite values) before a model is built,
+so a file that does not fit raises CheckpointError, naming the file and the
+problem, instead of reaching the kernels.
 """
 import json
 import os
@@ -16,13 +21,43 @@ from .model import Transformer
 from . import optim as _optim
 
 FORMAT = "course_lib/1"
+_OPTIMIZERS = {cls.__name__: cls for cls in _optim.OPTIMIZERS.values()}
+
+
+class CheckpointError(ValueError):
+    """A file that cannot be read as a course_lib checkpoint, or whose contents do not fit its config.
+    (A ValueError, so callers that caught ValueError keep working.)"""
+
+
+def _non_finite(arrays):
+    """[(name, count, first index)] of the arrays holding NaN or infinity."""
+    out = []
+    for name, a in arrays.items():
+        bad = ~np.isfinite(a)
+        if bad.any():
+            first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
+            out.append((name, int(bad.sum()), first))
+    return out
+
+
+def describe_non_finite(arrays):
+    """'name' holds N NaN or infinite value(s) (first at index I); ... for each such array, or ''."""
+    return "; ".join(f"{name!r} holds {n} NaN or infinite value{'s' if n != 1 else ''} (first at index {i})"
+                     for name, n, i in _non_finite(arrays))
 
 
 def save(model, path, optimizer=None, extra=None):
-    """Write model (and optimiser state, and a JSON-able `extra` dict) to `path` (.npz)."""
+    """Write model (and optimiser state, and a JSON-able `extra` dict) to exactly `path`.
+
+    Unlike np.savez, no '.npz' is appended: the file is written at the path given.
+    Parameters holding NaN or infinity are refused (ValueError): such a model is broken.
+    """
     if not isinstance(model, Transformer):
         raise TypeError(f"save expects a Transformer, got {type(model).__name__}")
     path = os.fspath(path)
+    bad = describe_non_finite(model.params)
+    if bad:
+        raise ValueError(f"not saving to {path!r}: parameter {bad}")
     arrays = {"format": np.array(FORMAT), "config": np.array(json.dumps(model.config.to_dict())),
               "extra": np.array(json.dumps(extra or {}))}
     arrays.update({f"param/{k}": v for k, v in model.params.items()})
@@ -46,43 +81,164 @@ def save(model, path, optimizer=None, extra=None):
 
 
 def _read(path):
-    path = os.fspath(path)
+    """All arrays of the file at `path`, as a dict. FileNotFoundError if there is none."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved model at {path!r}")
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path!r} is a directory, not a saved model")
     try:
         with np.load(path, allow_pickle=False) as f:
+            if not hasattr(f, "files"):     # a bare .npy array, not an .npz archive
+                raise ValueError("a single array, not an .npz archive")
             data = {k: f[k] for k in f.files}
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{path!r} is not a course_lib model file ({e})") from None
-    if str(data.get("format", "")) != FORMAT:
-        raise ValueError(f"{path!r} is not a course_lib model file (format {FORMAT!r} expected)")
+    except Exception as e:  # the file is untrusted: zipfile, zlib, numpy's header parser raise many kinds
+        raise CheckpointError(f"{path!r} is not a course_lib model file "
+                              f"({type(e).__name__}: {e or 'empty or truncated'})") from None
+    if _text(data, "format", path, required=False) != FORMAT:
+        raise CheckpointError(f"{path!r} is not a course_lib model file (format {FORMAT!r} expected)")
     return data
 
 
+def _text(data, key, path, required=True):
+    """The string stored under `key` (a 0-d text array)."""
+    if key not in data:
+        if required:
+            raise CheckpointError(f"{path!r} lacks {key!r}: not a complete course_lib model file")
+        return None
+    a = data[key]
+    if a.ndim != 0 or a.dtype.kind != "U":
+        raise CheckpointError(f"{path!r}: {key!r} should be text, got an array of shape {a.shape} and dtype {a.dtype}")
+    return str(a)
+
+
+def _json_dict(data, key, path):
+    try:
+        value = json.loads(_text(data, key, path))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path!r}: {key!r} is not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path!r}: {key!r} should be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _expected_shapes(cfg):
+    """Parameter name -> shape for a config, without allocating (mirrors model.init_params)."""
+    C, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    shapes = {"tok_emb": (V, C)}
+    if cfg.positional == "learned":
+        shapes["pos_emb"] = (cfg.seq_len, C)
+
+    def layernorm(name):
+        if cfg.use_layernorm:
+            shapes[name + ".gamma"] = shapes[name + ".beta"] = (C,)
+
+    for i in range(cfg.n_layers):
+        b = f"blocks.{i}."
+        if cfg.use_attention:
+            shapes.update({f"{b}attn.w_{w}": (C, C) for w in "qkvo"})
+            if cfg.attn_bias:
+                shapes.update({f"{b}attn.b_{w}": (C,) for w in "qkvo"})
+            layernorm(b + "ln1")
+        if cfg.use_ffn:
+            shapes.update({b + "ffn.w1": (C, F), b + "ffn.b1": (F,), b + "ffn.w2": (F, C), b + "ffn.b2": (C,)})
+            layernorm(b + "ln2")
+    if cfg.norm == "pre":
+        layernorm("ln_f")
+    if not cfg.tie_embeddings:
+        shapes["head.w"] = (C, V)
+        if cfg.head_bias:
+            shapes["head.b"] = (V,)
+    return shapes
+
+
+def _names(names, limit=5):
+    names = sorted(names)
+    return ", ".join(repr(n) for n in names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _check_arrays(path, what, arrays, shapes, dtype):
+    """Raise CheckpointError unless `arrays` has exactly the names of `shapes`, those shapes, `dtype`
+    and finite values."""
+    missing, unexpected = shapes.keys() - arrays.keys(), arrays.keys() - shapes.keys()
+    if missing or unexpected:
+        parts = ([f"missing {_names(missing)}"] if missing else []) + \
+                ([f"unexpected {_names(unexpected)}"] if unexpected else [])
+        raise CheckpointError(f"{path!r}: its {what} do not fit its config: {'; '.join(parts)}")
+    for name, shape in shapes.items():
+        a = arrays[name]
+        if a.shape != shape:
+            raise CheckpointError(f"{path!r}: {what[:-1]} {name!r} has shape {a.shape}, its config needs {shape}")
+        if a.dtype != dtype:
+            raise CheckpointError(f"{path!r}: {what[:-1]} {name!r} has dtype {a.dtype}, "
+                                  f"its config needs {dtype} (not converted: the file does not fit its config)")
+    bad = describe_non_finite(arrays)
+    if bad:
+        raise CheckpointError(f"{path!r}: {what[:-1]} {bad}")
+
+
 def load_checkpoint(path):
-    """-> (model, optimizer or None, extra dict)."""
+    """-> (model, optimizer or None, extra dict).
+
+    Raises FileNotFoundError if there is no file, CheckpointError (a ValueError) naming the file
+    and the problem if it is not a course_lib model file or its arrays do not fit its config.
+    """
+    path = os.fspath(path)
     data = _read(path)
-    config = ModelConfig(**json.loads(str(data["config"])))
+    try:
+        config = ModelConfig(**_json_dict(data, "config", path))
+    except (TypeError, ValueError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{path!r}: its config is not a valid ModelConfig ({e})") from None
+    extra = _json_dict(data, "extra", path)
+    dtype = np.dtype(config.dtype)
+    shapes = _expected_shapes(config)
+    params = {k[len("param/"):]: v for k, v in data.items() if k.startswith("param/")}
+    _check_arrays(path, "parameters", params, shapes, dtype)
+    state = {}
+    for key in data:
+        if key.startswith("optim/"):
+            _, kind, name = (key.split("/", 2) + [""])[:3]
+            state.setdefault(kind, {})[name] = data[key]
+    unknown = data.keys() - {"format", "config", "extra", "optim"} - {f"param/{k}" for k in params} \
+        - {k for k in data if k.startswith("optim/")}
+    if unknown:
+        raise CheckpointError(f"{path!r}: unexpected array(s) {_names(unknown)}")
+    if state and "optim" not in data:
+        raise CheckpointError(f"{path!r}: optimiser state {_names(state)} without 'optim' (its type and settings)")
+
     model = Transformer(config)
-    for k in model.params:
-        if f"param/{k}" not in data:
-            raise ValueError(f"{path!r} lacks parameter {k!r}")
-        model.params[k] = np.ascontiguousarray(data[f"param/{k}"])
+    model.params.update({k: np.ascontiguousarray(v) for k, v in params.items()})
     optimizer = None
     if "optim" in data:
-        meta = json.loads(str(data["optim"]))
-        cls = getattr(_optim, meta["type"])
-        hp = dict(meta["hparams"])
-        if "betas" in hp:
-            hp["betas"] = tuple(hp["betas"])
+        optimizer = _load_optimizer(path, _json_dict(data, "optim", path), state, model, shapes, dtype)
+    return model, optimizer, extra
+
+
+def _load_optimizer(path, meta, state, model, shapes, dtype):
+    cls = _OPTIMIZERS.get(meta.get("type"))
+    if cls is None:
+        raise CheckpointError(f"{path!r}: unknown optimiser type {meta.get('type')!r}; "
+                              f"known: {', '.join(_OPTIMIZERS)}")
+    hp, t = meta.get("hparams"), meta.get("t")
+    if not isinstance(hp, dict) or isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise CheckpointError(f"{path!r}: 'optim' needs 'hparams' (an object) and 't' (an integer >= 0), "
+                              f"got {meta!r}")
+    hp = dict(hp)
+    if isinstance(hp.get("betas"), list):
+        hp["betas"] = tuple(hp["betas"])
+    try:
         optimizer = cls(model.params, **hp)
-        arrays = {}
-        for key in data:
-            if key.startswith("optim/"):
-                _, state, name = key.split("/", 2)
-                arrays.setdefault(state, {})[name] = data[key]
-        optimizer.load_state_dict({"type": meta["type"], "t": meta["t"], "arrays": arrays})
-    return model, optimizer, json.loads(str(data["extra"]))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path!r}: its {cls.__name__} settings are invalid ({e})") from None
+    kinds = optimizer._state_arrays()
+    if state.keys() != kinds.keys():
+        raise CheckpointError(f"{path!r}: {cls.__name__} state should hold {_names(kinds) or 'nothing'}, "
+                              f"the file has {_names(state) or 'nothing'}")
+    for kind, arrays in state.items():
+        _check_arrays(path, f"optimiser {kind} arrays", arrays, shapes, dtype)
+    optimizer.load_state_dict({"type": cls.__name__, "t": t, "arrays": state})
+    return optimizer
 
 
 def load(path):

@@ -122,3 +122,52 @@ def test_built_page_slider_changes_the_figure(built_html, browser):
         wait_until(browser, lambda d: img.get_attribute("src") != before, message=f"{nb}: the figure did not change")
         checked += 1
     assert checked, "no built notebook page has a slider"
+
+
+# Resources a page asked for from another host; the test blocks them all (file:// pages only).
+_REMOTE_LOADS = ("return performance.getEntriesByType('resource').map(e => e.name)"
+                 ".filter(u => !u.startsWith('file:') && !u.startsWith('data:'));")
+_MATH_STATE = """
+const done = arguments[arguments.length - 1];
+const typeset = (window.MathJax && MathJax.startup) ? MathJax.startup.promise : Promise.resolve();
+typeset.then(() => {
+  const math = Array.from(document.querySelectorAll('.math'));
+  done({mathjax: !!(window.MathJax && MathJax.startup), math: math.length,
+        raw: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60)),
+        details: document.querySelectorAll('details').length,
+        open: Array.from(document.querySelectorAll('details')).filter(d => d.open).length});
+});
+"""
+
+
+def test_every_page_works_offline_formulas_typeset_and_answers_collapsed(built_html, browser):
+    """With every request to another host blocked, each page of the book loads nothing from the
+    network, typesets every formula (MathJax ships with the book), and shows each answer
+    (<details>) collapsed until its summary is clicked."""
+    from selenium.webdriver.common.by import By
+
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*", "ws://*", "wss://*"]})
+    try:
+        pages_with_math = pages_with_answers = 0
+        for page in map(_page_name, toc_files()):
+            browser.get((built_html / f"{page}.html").as_uri())
+            state = browser.execute_async_script(_MATH_STATE)
+            assert state["mathjax"] or not state["math"], f"{page}: MathJax did not load"
+            assert not state["raw"], f"{page}: formulas left as raw TeX: {state['raw'][:3]}"
+            assert not browser.execute_script(_REMOTE_LOADS), f"{page}: loads from another host"
+            pages_with_math += state["math"] > 0
+            assert state["open"] == 0, f"{page}: an answer is open before it is clicked"
+            if page.startswith("notebooks/"):
+                assert state["details"] >= 3, f"{page}: answers are not in <details>"
+                answer = browser.find_elements(By.CSS_SELECTOR, "details")[-1]
+                body = answer.find_element(By.XPATH, "./*[not(self::summary)]")
+                assert not body.is_displayed(), f"{page}: a collapsed answer is visible"
+                summary = answer.find_element(By.TAG_NAME, "summary")
+                browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", summary)
+                summary.click()
+                assert answer.get_attribute("open") is not None and body.is_displayed(), page
+                pages_with_answers += 1
+        assert pages_with_math >= 4 and pages_with_answers >= 3
+    finally:
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
