@@ -111,10 +111,18 @@ def _text(data, key, path, required=True):
     return str(a)
 
 
-def _json_dict(data, key, path):
+def _reject_constant(name):
+    raise ValueError(f"{name} is not allowed here")
+
+
+def _json_dict(data, key, path, finite=False):
+    """The JSON object stored under `key`; with finite=True, NaN and Infinity are refused."""
+    hook = {"parse_constant": _reject_constant} if finite else {}
     try:
-        value = json.loads(_text(data, key, path))
-    except json.JSONDecodeError as e:
+        value = json.loads(_text(data, key, path), **hook)
+    except ValueError as e:     # json.JSONDecodeError is a ValueError, and so is _reject_constant's
+        if isinstance(e, CheckpointError):
+            raise
         raise CheckpointError(f"{path!r}: {key!r} is not valid JSON ({e})") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{path!r}: {key!r} should be a JSON object, got {type(value).__name__}")
@@ -184,26 +192,28 @@ def load_checkpoint(path):
     """
     path = os.fspath(path)
     data = _read(path)
+    settings = _json_dict(data, "config", path, finite=True)
     try:
-        config = ModelConfig(**_json_dict(data, "config", path))
+        config = ModelConfig(**settings)
     except (TypeError, ValueError) as e:
-        if isinstance(e, CheckpointError):
-            raise
         raise CheckpointError(f"{path!r}: its config is not a valid ModelConfig ({e})") from None
     extra = _json_dict(data, "extra", path)
+    params = {k[len("param/"):]: v for k, v in data.items() if k.startswith("param/")}
+    if config.n_layers > len(params):   # a corrupt n_layers must not make us enumerate millions of names
+        raise CheckpointError(f"{path!r}: its config has n_layers={config.n_layers} but the file holds "
+                              f"only {len(params)} parameters")
     dtype = np.dtype(config.dtype)
     shapes = _expected_shapes(config)
-    params = {k[len("param/"):]: v for k, v in data.items() if k.startswith("param/")}
     _check_arrays(path, "parameters", params, shapes, dtype)
+    unknown = [k for k in data if k not in ("format", "config", "extra", "optim")
+               and not k.startswith(("param/", "optim/"))]
+    if unknown:
+        raise CheckpointError(f"{path!r}: unexpected array(s) {_names(unknown)}")
     state = {}
     for key in data:
         if key.startswith("optim/"):
             _, kind, name = (key.split("/", 2) + [""])[:3]
             state.setdefault(kind, {})[name] = data[key]
-    unknown = data.keys() - {"format", "config", "extra", "optim"} - {f"param/{k}" for k in params} \
-        - {k for k in data if k.startswith("optim/")}
-    if unknown:
-        raise CheckpointError(f"{path!r}: unexpected array(s) {_names(unknown)}")
     if state and "optim" not in data:
         raise CheckpointError(f"{path!r}: optimiser state {_names(state)} without 'optim' (its type and settings)")
 
@@ -211,7 +221,7 @@ def load_checkpoint(path):
     model.params.update({k: np.ascontiguousarray(v) for k, v in params.items()})
     optimizer = None
     if "optim" in data:
-        optimizer = _load_optimizer(path, _json_dict(data, "optim", path), state, model, shapes, dtype)
+        optimizer = _load_optimizer(path, _json_dict(data, "optim", path, finite=True), state, model, shapes, dtype)
     return model, optimizer, extra
 
 
