@@ -16,6 +16,8 @@ NotImplementedError gets "not done yet", any other exception a short report.
 import contextlib
 import functools
 import inspect
+import json
+import os
 import traceback
 import warnings
 
@@ -61,33 +63,58 @@ def stage(name):
     yield
 
 
+RESULTS_ENV = "COURSE_LIB_RESULTS"
+
+
+def _record(result, title):
+    """Append the result as a JSON line to the file named by $COURSE_LIB_RESULTS, if set.
+
+    The grader (`python -m course_lib grade`) sets it for each notebook it runs, so that
+    grades come from the checkers themselves, not from printed text.
+    """
+    path = os.environ.get(RESULTS_ENV)
+    if not path:
+        return
+    status = "passed" if result.passed else ("not done" if not result.done else "failed")
+    line = {"exercise": result.exercise, "title": title, "status": status, "stage": result.stage,
+            "message": result.message, "hint": result.hint}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 def checker(exercise, title):
     """Turn a function of the learner's function into a checker that prints a report and returns a Result."""
     def wrap(body):
         @functools.wraps(body)
         def run(fn, *args, **kwargs):
-            label = f"{exercise} ({title})"
-            _current["stage"], _current["count"] = None, 0
-            if not callable(fn):
-                print(f"✗ {label}: pass your function itself, e.g. {body.__name__}(my_function), "
-                      f"not {type(fn).__name__}")
-                return Result(exercise, False, stage="call", message="not callable")
-            try:
-                body(fn, *args, **kwargs)
-            except NotDone:
-                print(f"… {label}: not done yet. Replace the `raise NotImplementedError` line in your "
-                      f"function with your code, run that cell, then this one.")
-                return Result(exercise, False, done=False, message="not done yet")
-            except CheckFailed as e:
-                where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
-                print(f"✗ {label}{where}: {e.message}")
-                if e.hint:
-                    print(f"  Hint: {e.hint}")
-                return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint)
-            print(f"✓ {label}: all {_current['count']} stages passed.")
-            return Result(exercise, True, n_stages=_current["count"])
+            result = _run(body, exercise, title, fn, args, kwargs)
+            _record(result, title)
+            return result
         return run
     return wrap
+
+
+def _run(body, exercise, title, fn, args, kwargs):
+    label = f"{exercise} ({title})"
+    _current["stage"], _current["count"] = None, 0
+    if not callable(fn):
+        print(f"✗ {label}: pass your function itself, e.g. {body.__name__}(my_function), "
+              f"not {type(fn).__name__}")
+        return Result(exercise, False, stage="call", message="not callable")
+    try:
+        body(fn, *args, **kwargs)
+    except NotDone:
+        print(f"… {label}: not done yet. Replace the `raise NotImplementedError` line in your "
+              f"function with your code, run that cell, then this one.")
+        return Result(exercise, False, done=False, message="not done yet")
+    except CheckFailed as e:
+        where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
+        print(f"✗ {label}{where}: {e.message}")
+        if e.hint:
+            print(f"  Hint: {e.hint}")
+        return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint)
+    print(f"✓ {label}: all {_current['count']} stages passed.")
+    return Result(exercise, True, n_stages=_current["count"])
 
 
 def _argument_names(fn, n_args, kwargs):

@@ -1,0 +1,63 @@
+"""The checker machinery: results recorded for the grader, in-place changes named."""
+import json
+
+import numpy as np
+
+from course_lib.checks import core
+from course_lib.checks.core import CheckFailed, call, checker, expect_close, stage
+
+
+@checker("Exercise 0.1", "double")
+def check_double(fn):
+    with stage("hand-checkable case"):
+        expect_close(call(fn, np.array([1.0, 2.0])), [2.0, 4.0], hint="multiply by 2")
+
+
+def test_results_are_recorded_as_json_lines_when_the_grader_asks(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "results.jsonl"
+    monkeypatch.setenv(core.RESULTS_ENV, str(log))
+    check_double(lambda x: 2 * x)
+    check_double(lambda x: 3 * x)
+
+    def stub(x):
+        raise NotImplementedError
+    check_double(stub)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["passed", "failed", "not done"]
+    assert rows[1]["stage"] == "hand-checkable case" and rows[1]["hint"] == "multiply by 2"
+    assert all(r["exercise"] == "Exercise 0.1" and r["title"] == "double" for r in rows)
+
+
+def test_nothing_is_recorded_without_the_grader(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(core.RESULTS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert check_double(lambda x: 2 * x).passed
+    assert not list(tmp_path.iterdir())
+
+
+def test_in_place_change_names_the_parameter_positional_or_keyword(capsys):
+    def scales(x, *, out):
+        out *= 2
+        return x
+    try:
+        call(scales, np.ones(2), out=np.ones(2))
+    except CheckFailed as e:
+        assert "`out` in place" in e.message
+    else:
+        raise AssertionError("an in-place change passed")
+
+
+def test_float32_result_is_named_as_a_dtype_problem(capsys):
+    x = np.random.default_rng(0).standard_normal((100, 1000))
+    want = x.sum(axis=1)
+    acc = np.zeros(100, dtype=np.float32)          # a float32 accumulator: 7 digits
+    for j in range(1000):
+        acc += x[:, j]
+    try:
+        expect_close(acc, want)
+    except CheckFailed as e:
+        assert "float32" in e.hint and "precision" in e.hint
+        got, expected = e.message.split("got ")[1].split(" (")[0].split(", expected ")
+        assert got != expected and float(got) != float(expected)
+    else:
+        raise AssertionError("a float32 result passed a float64 check")
