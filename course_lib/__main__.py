@@ -1,6 +1,7 @@
 """Command line: `python -m course_lib train --preset deep_dive --seed 0 --out model.npz`."""
 import argparse
 import math
+import os
 import sys
 import time
 
@@ -34,8 +35,16 @@ def build_parser():
     t.add_argument("--warmup", type=int, default=100, help="warm-up steps (warmup_cosine)")
     t.add_argument("--clip", type=float, default=1.0, help="max global gradient norm (0: no clipping)")
     t.add_argument("--patience", type=int, default=None, help="stop after this many epochs without improvement")
-    t.add_argument("--out", default="model.npz", help="where to save the trained model (.npz)")
+    t.add_argument("--out", default="model.npz",
+                   help="where to save the best model (by validation accuracy) and its optimiser state: a path "
+                        "ending in .npz in an existing directory; the file is written whenever validation "
+                        "improves, so an interrupted run keeps its best model")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace --out if it exists (without it, an existing --out is an error before training "
+                        "starts, so no earlier model is ever lost; with it, the end of the run says what "
+                        "validation accuracy the replaced model had)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(parser=t)    # option errors then print this command's usage
     return parser
 
 
@@ -51,8 +60,58 @@ def make_schedule(name, lr, total, warmup):
     return optim.Exponential(lr, gamma=0.01 ** (1 / total))
 
 
+def check_options(args):
+    """Every option is checked before training starts: a mistake costs nothing. Exits 2 on the first bad one."""
+    parser = args.parser
+    for name in ("epochs", "batch_size", "n_train"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer")
+    if args.n_train + 1000 > task.N_PROBLEMS:
+        parser.error(f"--n-train can be at most {task.N_PROBLEMS - 1000} (1,000 problems are held out)")
+    for name in ("seed", "split_seed", "warmup"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be an integer >= 0, got {getattr(args, name)}")
+    if args.patience is not None and args.patience <= 0:
+        parser.error(f"--patience must be a positive integer, got {args.patience}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        parser.error(f"--lr must be a positive finite number, got {args.lr:g} (with 0 nothing would be learnt)")
+    for name, value in (("weight-decay", args.weight_decay), ("clip", args.clip)):
+        if not (math.isfinite(value) and value >= 0):
+            parser.error(f"--{name} must be a finite number >= 0, got {value:g}")
+    if not (math.isfinite(args.momentum) and 0 <= args.momentum < 1):
+        parser.error(f"--momentum must be >= 0 and < 1, got {args.momentum:g}")
+    out = args.out
+    if not out.endswith(".npz"):    # io.save writes exactly this path; .npz says what the file is
+        parser.error(f"--out must end in .npz, e.g. {(out or 'model') + '.npz'!r}, got {out!r}")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        parser.error(f"--out {out!r}: the directory {folder!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        parser.error(f"--out {out!r}: the directory {folder!r} is not writable")
+    if os.path.isdir(out):
+        parser.error(f"--out {out!r} is a directory; give a file name such as {os.path.join(out, 'model.npz')!r}")
+    if os.path.exists(out) and not args.overwrite:
+        parser.error(f"--out {out!r} exists: choose another --out, or pass --overwrite to replace it")
+
+
+def _stored_val_acc(path):
+    """The validation accuracy saved with the checkpoint at `path`, or why there is none (text)."""
+    try:
+        extra = io.load_checkpoint(path)[2]
+    except (OSError, ValueError) as e:
+        return f"not a readable course_lib model: {e}"
+    acc = extra.get("val_acc")
+    return float(acc) if isinstance(acc, (int, float)) else "no validation accuracy stored"
+
+
+def _mtime(path):
+    return os.stat(path).st_mtime_ns if os.path.exists(path) else None
+
+
 def cmd_train(args):
     t0 = time.perf_counter()
+    replaced = _stored_val_acc(args.out) if os.path.exists(args.out) else None
+    before = _mtime(args.out)
     data = task.splits(args.split_seed, n_train=args.n_train)
     model = Transformer(PRESETS[args.preset](), seed=args.seed)
     kwargs = {"lr": args.lr, "weight_decay": args.weight_decay}
@@ -63,32 +122,42 @@ def cmd_train(args):
     print(f"training {args.preset} ({model.n_params:,} parameters) on {args.n_train} problems: "
           f"{args.epochs} epochs x {math.ceil(args.n_train / args.batch_size)} steps, {args.optimizer} "
           f"lr {args.lr:g} ({args.schedule}), batch {args.batch_size}, seed {args.seed}", flush=True)
-    hist = train.fit(model, opt, data["train"], data["val"], epochs=args.epochs, batch_size=args.batch_size,
-                     seed=args.seed, schedule=make_schedule(args.schedule, args.lr, total, args.warmup),
-                     clip=args.clip or None, patience=args.patience, checkpoint=args.out,
-                     progress=not args.no_progress)
+    try:
+        hist = train.fit(model, opt, data["train"], data["val"], epochs=args.epochs, batch_size=args.batch_size,
+                         seed=args.seed, schedule=make_schedule(args.schedule, args.lr, total, args.warmup),
+                         clip=args.clip or None, patience=args.patience, checkpoint=args.out,
+                         progress=not args.no_progress)
+    except train.TrainingDiverged as e:
+        saved = _mtime(args.out) not in (None, before)    # fit checkpointed an epoch before diverging
+        raise train.TrainingDiverged(f"{e} ({f'the best model before that is saved in {args.out}' if saved else 'nothing saved'})") from None
+    if hist.best_epoch < 0:
+        print(f"interrupted after {len(hist.step)} steps, before the first epoch ended: nothing saved"
+              + (f" ({args.out} is unchanged)" if replaced is not None else ""))
+        return 130
     if hist.interrupted:
         print(f"interrupted after {len(hist.step)} steps: keeping the best model so far "
               f"(epoch {hist.best_epoch}, validation accuracy {hist.best_val_acc:.4f})")
     test = train.evaluate(model, *data["test"])
-    io.save(model, args.out, opt, extra={"test_acc": test["acc"], "best_epoch": hist.best_epoch})
+    io.save(model, args.out, opt, extra={"best_epoch": hist.best_epoch, "val_acc": hist.best_val_acc,
+                                         "test_acc": test["acc"]})
     per_op = "  ".join(f"{op} {acc:.3f}" for op, acc in test["acc_per_op"].items())
     print(f"best epoch {hist.best_epoch}: validation accuracy {hist.best_val_acc:.4f}")
     print(f"test accuracy {test['acc']:.4f} on {len(data['test'][0])} held-out problems ({per_op})")
     print(f"wall time {time.perf_counter() - t0:.1f} s; saved to {args.out}")
+    if isinstance(replaced, float):
+        worse = " (higher than this run's: --overwrite was given)" if replaced > hist.best_val_acc else ""
+        print(f"replaced the model that was in {args.out}: its validation accuracy was {replaced:.4f}{worse}")
+    elif replaced is not None:
+        print(f"replaced the file that was in {args.out} ({replaced})")
     return 130 if hist.interrupted else 0
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    for name in ("epochs", "batch_size", "n_train"):
-        if getattr(args, name) <= 0:
-            build_parser().error(f"--{name.replace('_', '-')} must be a positive integer")
-    if args.n_train + 1000 > task.N_PROBLEMS:
-        build_parser().error(f"--n-train can be at most {task.N_PROBLEMS - 1000} (1,000 problems are held out)")
+    check_options(args)
     try:
         return cmd_train(args)
-    except (ValueError, TypeError, train.TrainingDiverged) as e:
+    except (ValueError, TypeError, OSError, train.TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -73,9 +73,24 @@ def strip_solutions(source: str, exercise: str, where: str) -> tuple[str, int]:
     return "".join(out), count
 
 
+def check_notebook(nb, name: str = "notebook"):
+    """Raise ValueError, in one line naming `name` and the cell index, unless nb is a valid v4 notebook."""
+    try:
+        nbformat.validate(nb, version=4)
+    except nbformat.ValidationError as err:
+        where = list(getattr(err, "absolute_path", []))
+        cell = f" cell {where[1]}:" if len(where) >= 2 and where[0] == "cells" else ""
+        message = str(getattr(err, "message", err)).splitlines()[0]
+        if len(message) > 160:      # jsonschema may quote a whole cell
+            message = message[:157] + "..."
+        raise ValueError(f"{name}:{cell} not a valid notebook ({message})") from None
+
+
 def student_notebook(nb, name: str = "notebook"):
     """Student edition of a notebook node (changed in place and returned) and the number of
-    solution regions removed: (nb, n_solutions, n_dropped_cells)."""
+    solution regions removed: (nb, n_solutions, n_dropped_cells). ValueError, naming the cell,
+    if nb is not a valid notebook."""
+    check_notebook(nb, name)
     exercise, kept, total, dropped = "this exercise", [], 0, 0
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
@@ -133,8 +148,9 @@ def make_student_edition(src_dir, out_dir, *, verbose=True) -> dict[str, int]:
     for path in paths:
         try:
             nb = nbformat.read(path, as_version=4)
-        except Exception as err:  # nbformat raises several kinds for a broken file
-            raise ValueError(f"{path.name}: not a readable notebook ({type(err).__name__}: {err})") from err
+        except Exception as err:  # nbformat raises several kinds for a broken file (and JSON that is no notebook)
+            message = str(err).splitlines()[0] if str(err) else ""
+            raise ValueError(f"{path.name}: not a readable notebook ({type(err).__name__}: {message})") from None
         editions.append((path.name, *student_notebook(nb, path.name)))
     out.mkdir(parents=True, exist_ok=True)
     counts = {}

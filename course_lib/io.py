@@ -111,18 +111,24 @@ def _text(data, key, path, required=True):
     return str(a)
 
 
+def _finite_float(text):
+    value = float(text)
+    if not np.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def _reject_constant(name):
     raise ValueError(f"{name} is not allowed here")
 
 
 def _json_dict(data, key, path, finite=False):
-    """The JSON object stored under `key`; with finite=True, NaN and Infinity are refused."""
-    hook = {"parse_constant": _reject_constant} if finite else {}
+    """The JSON object stored under `key`; with finite=True, NaN and infinite numbers are refused."""
+    text = _text(data, key, path)
+    hooks = {"parse_constant": _reject_constant, "parse_float": _finite_float} if finite else {}
     try:
-        value = json.loads(_text(data, key, path), **hook)
-    except ValueError as e:     # json.JSONDecodeError is a ValueError, and so is _reject_constant's
-        if isinstance(e, CheckpointError):
-            raise
+        value = json.loads(text, **hooks)
+    except (ValueError, RecursionError) as e:     # JSONDecodeError, the hooks' errors, absurd nesting
         raise CheckpointError(f"{path!r}: {key!r} is not valid JSON ({e})") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{path!r}: {key!r} should be a JSON object, got {type(value).__name__}")

@@ -54,6 +54,16 @@ def _is_task_data(tokens, targets):
             and np.all((first >= task.TOKEN_TO_ID["First"]) & (first <= task.TOKEN_TO_ID["Min"])))
 
 
+def _culprit(params, lr):
+    """Why a loss is not finite: the first parameter that is not, or else the forward pass overflowed."""
+    bad = io.describe_non_finite(params)
+    if bad:     # fit checked every parameter at the start: an update or a callback changed it since
+        return (f"parameter {bad}; every parameter was finite when fit started, so an update (try a "
+                f"smaller learning rate, now {lr:g}, or clipping) or a callback made it so")
+    return (f"every parameter is finite, so the forward pass overflowed; try a smaller learning rate "
+            f"(now {lr:g}) or clipping")
+
+
 def _groups(names):
     """Parameter name -> group for per-layer gradient norms: 'embed', 'block i', 'head'."""
     out = {}
@@ -141,6 +151,9 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint: path that
     receives the best model (and optimiser state) whenever validation improves, callback(step,
     history): called after every step. Ctrl-C stops cleanly, keeping the best model so far.
+    Parameters holding NaN or infinity are refused at the start (ValueError, naming them); a loss,
+    gradient or parameter that becomes NaN or infinite raises TrainingDiverged naming the step and
+    the first such parameter or gradient, before any checkpoint could store it.
     -> History.
     """
     train_tok, train_tgt = _check_split("train", train, model)
@@ -152,6 +165,9 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
         raise ValueError(f"clip must be a positive number (max gradient norm) or None, got {clip!r}")
     if optimizer.params is not model.params:
         raise ValueError("the optimizer was built on another params dict: use Adam(model.params, ...)")
+    bad = io.describe_non_finite(model.params)
+    if bad:     # e.g. a NaN in the [PAD] row: no loss would ever show it, yet it would be saved
+        raise ValueError(f"fit cannot start from parameters holding NaN or infinity: {bad}")
     if snapshot_tokens is None:
         snapshot_tokens = np.array([task.encode("Max(1,6,2)")])
     snapshot_steps = set(int(s) for s in snapshot_steps)
@@ -183,8 +199,8 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                         optimizer.lr = schedule(step)
                     loss = model.loss(train_tok[rows], train_tgt[rows])
                     if not math.isfinite(loss):
-                        raise TrainingDiverged(f"the loss became {loss} at step {step} (epoch {epoch}); "
-                                               f"try a smaller learning rate (now {optimizer.lr:g}) or clipping")
+                        raise TrainingDiverged(f"the loss became {loss} at step {step} (epoch {epoch}): "
+                                               + _culprit(model.params, optimizer.lr))
                     grads = model.backward()
                     sq = {g: 0.0 for g in hist.grad_norm_by_group}
                     for name, g in grads.items():
@@ -209,6 +225,10 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                         callback(step, hist)
                     if ctrl_c.requested:
                         raise KeyboardInterrupt
+                bad = io.describe_non_finite(model.params)
+                if bad:     # the last update overflowed; found before evaluating, never checkpointed
+                    raise TrainingDiverged(f"after step {step - 1} (epoch {epoch}) parameter {bad}; "
+                                           f"try a smaller learning rate (now {optimizer.lr:g}) or clipping")
                 tr = evaluate(model, train_tok, train_tgt)
                 va = evaluate(model, val_tok, val_tgt)
                 hist.epoch.append(epoch)

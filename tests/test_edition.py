@@ -162,6 +162,59 @@ def test_unbalanced_markers(tmp_path, source, message):
     assert not (tmp_path / "out").exists()  # all notebooks are checked before anything is written
 
 
+def _course_json():
+    return json.loads(nbformat.writes(course_notebook()))
+
+
+def _without_source(cell):
+    nb = _course_json()
+    del nb["cells"][cell]["source"]
+    return json.dumps(nb)
+
+
+def _with(cell, key, value):
+    nb = _course_json()
+    nb["cells"][cell][key] = value
+    return json.dumps(nb)
+
+
+def _without_cells():
+    nb = _course_json()
+    del nb["cells"]
+    return json.dumps(nb)
+
+
+@pytest.mark.parametrize("text, message", [
+    (_without_source(3), r"^05_bad\.ipynb: cell 3: not a valid notebook \('source' is a required property\)$"),
+    (_without_source(0), r"^05_bad\.ipynb: cell 0: not a valid notebook \('source' is a required property\)$"),
+    (_with(6, "source", 5), r"^05_bad\.ipynb: cell 6: not a valid notebook"),
+    (_with(2, "cell_type", "weird"), r"^05_bad\.ipynb: cell 2: not a valid notebook"),
+    (_with(8, "metadata", {"tags": "solution"}), r"^05_bad\.ipynb: cell 8: not a valid notebook \('solution' is not"),
+    (_without_cells(), r"^05_bad\.ipynb: not a readable notebook \(.*cells"),
+    ("{not json", r"^05_bad\.ipynb: not a readable notebook \(NotJSONError"),
+    ("", r"^05_bad\.ipynb: not a readable notebook \(NotJSONError"),
+    ("[1, 2]", r"^05_bad\.ipynb: not a readable notebook"),
+    ('{"a": 1}', r"^05_bad\.ipynb: not a readable notebook"),
+])
+def test_malformed_notebook_is_named_with_its_cell_and_nothing_is_written(tmp_path, text, message):
+    write(course_notebook(), tmp_path / "src")
+    (tmp_path / "src" / "05_bad.ipynb").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as err:
+        make_student_edition(tmp_path / "src", tmp_path / "out", verbose=False)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_reports_a_malformed_notebook_in_one_line(tmp_path):
+    write(course_notebook(), tmp_path / "notebooks")
+    (tmp_path / "notebooks" / "05_bad.ipynb").write_text(_without_source(3), encoding="utf-8")
+    result = run_cli("notebooks", "student", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == ("error: 05_bad.ipynb: cell 3: not a valid notebook "
+                             "('source' is a required property)\n")
+    assert not (tmp_path / "student").exists()
+
+
 def test_refuses_to_write_over_the_source(tmp_path, monkeypatch):
     write(course_notebook(), tmp_path / "nbs")
     before = (tmp_path / "nbs" / "01_tokens.ipynb").read_bytes()

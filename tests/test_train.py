@@ -58,8 +58,47 @@ def test_nan_loss_is_caught_with_the_step_named(small_data):
             model.params["blocks.0.ffn.w1"][0, 0] = np.nan
     model = cl.Transformer(cl.presets.deep_dive(), seed=0)
     opt = cl.optim.Adam(model.params)
-    with pytest.raises(train.TrainingDiverged, match="loss became nan at step 3"):
+    with pytest.raises(train.TrainingDiverged,
+                       match=r"loss became nan at step 3 \(epoch 0\): parameter 'blocks\.0\.ffn\.w1' holds 1 NaN "
+                             r"or infinite value \(first at index \(0, 0\)\).*or a callback"):
         train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, progress=False, callback=poison)
+
+
+@pytest.mark.parametrize("name, index", [("blocks.0.ffn.w1", (0, 0)), ("tok_emb", (0, 5))])  # tok_emb row 0: [PAD]
+def test_fit_refuses_to_start_from_non_finite_parameters(small_data, tmp_path, name, index):
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    model.params[name][index] = np.nan
+    model.params[name][-1, -1] = np.inf
+    opt = cl.optim.Adam(model.params)
+    with pytest.raises(ValueError, match=rf"cannot start.*'{re.escape(name)}' holds 2 NaN or infinite values "
+                                         rf"\(first at index {re.escape(str(index))}\)"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, progress=False,
+                  checkpoint=tmp_path / "c.npz")
+    assert opt.t == 0 and not (tmp_path / "c.npz").exists()
+
+
+def test_finite_parameters_and_non_finite_loss_blame_the_forward_pass(small_data, monkeypatch):
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    monkeypatch.setattr(model, "loss", lambda tokens, targets: float("inf"))
+    opt = cl.optim.Adam(model.params, lr=0.5)
+    with pytest.raises(train.TrainingDiverged, match=r"loss became inf at step 0.*every parameter is finite.*now 0\.5"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, progress=False)
+
+
+def test_an_update_that_overflows_is_caught_before_the_checkpoint(small_data, tmp_path, monkeypatch):
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    opt = cl.optim.Adam(model.params)
+    step = opt.step
+
+    def overflowing_step(grads):     # the epoch's last update leaves an infinity in a parameter
+        step(grads)
+        if opt.t == 8:
+            model.params["head.b"][2] = np.inf
+    monkeypatch.setattr(opt, "step", overflowing_step)
+    with pytest.raises(train.TrainingDiverged, match=r"after step 7 \(epoch 0\) parameter 'head\.b' holds 1"):
+        train.fit(model, opt, small_data["train"], small_data["val"], epochs=1, batch_size=50, progress=False,
+                  checkpoint=tmp_path / "c.npz")
+    assert not (tmp_path / "c.npz").exists()
 
 
 def test_infinite_gradient_is_caught_with_the_parameter_named(small_data, monkeypatch):
@@ -178,3 +217,70 @@ def test_ctrl_c_stops_the_command_cleanly_and_keeps_the_best_model(tmp_path):
     assert "Traceback" not in stderr
     model = cl.io.load(out)
     model.forward(cl.task.splits(0)["test"][0][:2])
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("training started although an option was bad")
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--lr", "0"], "--lr must be a positive finite number, got 0"),
+    (["--lr=-1e-3"], "--lr must be a positive finite number"),
+    (["--lr", "nan"], "--lr must be a positive finite number, got nan"),
+    (["--lr", "inf"], "--lr must be a positive finite number, got inf"),
+    (["--batch-size", "0"], "--batch-size must be a positive integer"),
+    (["--epochs", "-2"], "--epochs must be a positive integer"),
+    (["--seed", "-1"], "--seed must be an integer >= 0"),
+    (["--split-seed", "-1"], "--split-seed must be an integer >= 0"),
+    (["--warmup", "-1"], "--warmup must be an integer >= 0"),
+    (["--patience", "0"], "--patience must be a positive integer"),
+    (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0"),
+    (["--clip", "-1"], "--clip must be a finite number >= 0"),
+    (["--momentum", "1"], "--momentum must be >= 0 and < 1"),
+    (["--n-train", "4500"], "--n-train can be at most 4000"),
+    (["--out", "{tmp}/model"], "--out must end in .npz, e.g. '{tmp}/model.npz'"),
+    (["--out", "{tmp}/missing/m.npz"], "the directory '{tmp}/missing' does not exist"),
+    (["--out", "{tmp}/folder.npz"], "--out '{tmp}/folder.npz' is a directory"),
+    (["--out", "{tmp}/good.npz"], "--out '{tmp}/good.npz' exists: choose another --out, or pass --overwrite"),
+    (["--out", "{tmp}/good.npz", "--lr", "0", "--overwrite"], "--lr must be a positive finite number"),
+])
+def test_command_checks_every_option_before_training(tmp_path, capsys, monkeypatch, options, message):
+    monkeypatch.setattr(train, "fit", no_training)
+    (tmp_path / "folder.npz").mkdir()
+    good = tmp_path / "good.npz"
+    cl.io.save(cl.Transformer(cl.presets.deep_dive()), good, extra={"val_acc": 0.99})
+    before = good.read_bytes()
+    options = [o.replace("{tmp}", str(tmp_path)) for o in options]
+    if "--out" not in options:
+        options += ["--out", str(tmp_path / "new.npz")]
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--no-progress", *options])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert message.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m course_lib train: error:")
+    assert good.read_bytes() == before and not (tmp_path / "new.npz").exists()
+
+
+def test_command_overwrite_replaces_a_better_model_and_says_so(tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    cl.io.save(cl.Transformer(cl.presets.deep_dive()), out, extra={"val_acc": 0.99})
+    code = main(["train", "--epochs", "1", "--n-train", "100", "--batch-size", "50", "--out", str(out),
+                 "--no-progress", "--overwrite"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    new_acc = cl.io.load_checkpoint(out)[2]["val_acc"]
+    assert new_acc < 0.99
+    assert (f"replaced the model that was in {out}: its validation accuracy was 0.9900 "
+            f"(higher than this run's: --overwrite was given)") in printed
+
+
+def test_command_divergence_is_one_line_and_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
+    def diverge(*args, **kwargs):
+        raise train.TrainingDiverged("the loss became nan at step 0 (epoch 0): ...")
+    monkeypatch.setattr(train, "fit", diverge)
+    out = tmp_path / "m.npz"
+    assert main(["train", "--out", str(out), "--no-progress", "--n-train", "100"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: the loss became nan at step 0 (epoch 0): ... (nothing saved)\n"
+    assert not out.exists()

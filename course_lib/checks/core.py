@@ -159,14 +159,14 @@ def as_array(value, what="your result"):
         raise CheckFailed(f"{what} is None", hint="did you forget `return`?")
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
         raise CheckFailed(f"{what} is a {type(value).__name__} of arrays, but one array was expected")
-    if np.iscomplexobj(value):
-        raise CheckFailed(f"{what} is complex ({np.asarray(value).dtype}), but real numbers were expected",
-                          hint="take the real part (`.real`) of a complex intermediate")
     try:
+        if np.iscomplexobj(value):
+            raise CheckFailed(f"{what} is complex ({np.asarray(value).dtype}), but real numbers were "
+                              f"expected", hint="take the real part (`.real`) of a complex intermediate")
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # e.g. an int too large for a float: refuse, do not round
             arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError, OverflowError, RuntimeWarning):
+    except (TypeError, ValueError, OverflowError, RuntimeWarning):  # ragged lists, strings, huge ints
         raise CheckFailed(f"{what} should be a NumPy array of numbers, got "
                           f"{_short(value)} ({type(value).__name__})") from None
     return arr
