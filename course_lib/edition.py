@@ -136,11 +136,12 @@ def _check_dirs(src_dir, out_dir) -> tuple[Path, Path]:
     return src, out
 
 
-def make_student_edition(src_dir, out_dir, *, verbose=True) -> dict[str, int]:
+def make_student_edition(src_dir, out_dir, *, verbose=True, replace=False) -> dict[str, int]:
     """Write the student edition of every src_dir/*.ipynb into out_dir (created if missing).
 
     Reads every notebook (and checks its markers) before writing any; each write is
-    atomic. Returns {notebook file name: number of solutions removed}.
+    atomic. A notebook already in out_dir is a learner's work: it is kept unless
+    `replace`. Returns {notebook file name: number of solutions removed} for those written.
     """
     src, out = _check_dirs(src_dir, out_dir)
     paths = sorted(p for p in src.glob("*.ipynb") if p.is_file())
@@ -155,6 +156,10 @@ def make_student_edition(src_dir, out_dir, *, verbose=True) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
     for name, nb, n, dropped in editions:
+        if (out / name).exists() and not replace:
+            if verbose:
+                print(f"{name}: kept (already in {out}; --replace writes a fresh copy over it)")
+            continue
         _write_atomic(nb, out / name)
         counts[name] = n
         if verbose:
@@ -172,6 +177,9 @@ def main(argv=None) -> int:
                     "notebook in SRC_DIR into OUT_DIR.")
     parser.add_argument("src_dir", help="directory with the course notebooks (*.ipynb)")
     parser.add_argument("out_dir", help="directory for the student edition (created; must differ from SRC_DIR)")
+    parser.add_argument("--replace", action="store_true",
+                        help="write over notebooks already in OUT_DIR (by default they are kept: "
+                             "they may hold a learner's work)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
     try:
@@ -179,7 +187,7 @@ def main(argv=None) -> int:
     except ValueError as err:
         parser.error(str(err))  # exit code 2
     try:
-        make_student_edition(args.src_dir, args.out_dir, verbose=not args.quiet)
+        make_student_edition(args.src_dir, args.out_dir, verbose=not args.quiet, replace=args.replace)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

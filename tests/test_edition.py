@@ -281,3 +281,17 @@ def test_student_edition_of_course_notebook_runs(path, tmp_path):
             for c in nb.cells if c.cell_type == "code" for o in c.outputs)
         assert "not done yet" in printed.lower(), \
             f"{path.name}: {n} stubs but no checker printed 'not done yet'"
+
+
+def test_a_learners_notebook_already_there_is_kept(tmp_path, capsys):
+    src, out = tmp_path / "src", tmp_path / "my-course"
+    write(course_notebook(), src)
+    write(course_notebook(), src, name="02_next.ipynb")
+    mine = write(new_notebook(cells=[new_code_cell("my work")]), out)   # 01 exists: the learner's
+    before = mine.read_bytes()
+    counts = make_student_edition(src, out)
+    assert mine.read_bytes() == before and counts == {"02_next.ipynb": 3}
+    assert "01_tokens.ipynb: kept" in capsys.readouterr().out
+    assert make_student_edition(src, out, verbose=False, replace=True) == {"01_tokens.ipynb": 3,
+                                                                           "02_next.ipynb": 3}
+    assert "my work" not in mine.read_text()
