@@ -1,4 +1,5 @@
 """Model configuration and the course's presets."""
+import math
 from dataclasses import dataclass, asdict, replace
 
 NORMS = ("post", "pre")
@@ -42,8 +43,9 @@ class ModelConfig:
         if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
             raise ValueError(f"ModelConfig.n_layers must be an integer >= 0, got {self.n_layers!r}")
         if self.d_model % self.n_heads:
+            allowed = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
-                             f"allowed n_heads: {[h for h in range(1, self.d_model + 1) if self.d_model % h == 0]}")
+                             f"allowed n_heads up to 64: {allowed}")
         for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS),
                               ("positional", POSITIONALS), ("dtype", DTYPES)):
             if getattr(self, name) not in allowed:
@@ -52,8 +54,8 @@ class ModelConfig:
                      "use_attention", "use_ffn", "use_residual", "use_layernorm"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"ModelConfig.{name} must be True or False, got {getattr(self, name)!r}")
-        if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
-            raise ValueError(f"ModelConfig.ln_eps must be a positive number, got {self.ln_eps!r}")
+        if not (isinstance(self.ln_eps, (int, float)) and 0 < self.ln_eps < math.inf):
+            raise ValueError(f"ModelConfig.ln_eps must be a positive finite number, got {self.ln_eps!r}")
 
     @property
     def d_head(self):

@@ -31,7 +31,7 @@ def test_gpt2_preset_and_overrides():
     (dict(d_ff=2.5), ValueError, "positive integer"),
     (dict(dtype="float16"), ValueError, "allowed: float32, float64"),
     (dict(causal="yes"), TypeError, "True or False"),
-    (dict(ln_eps=0), ValueError, "positive number"),
+    (dict(ln_eps=0), ValueError, "positive finite number"),
 ])
 def test_bad_config_says_what_is_wrong(kwargs, error, words):
     with pytest.raises(error, match=words):
@@ -41,3 +41,10 @@ def test_bad_config_says_what_is_wrong(kwargs, error, words):
 def test_replace_rejects_unknown_field():
     with pytest.raises(TypeError, match="unknown ModelConfig field"):
         cl.presets.deep_dive(d_modle=32)
+
+
+def test_ln_eps_must_be_finite_and_a_huge_d_model_is_refused_quickly():
+    with pytest.raises(ValueError, match="positive finite"):
+        cl.ModelConfig(ln_eps=float("inf"))
+    with pytest.raises(ValueError, match=r"allowed n_heads up to 64: \[1, 2, 4, 8, 16, 32, 64\]"):
+        cl.ModelConfig(d_model=2**40, n_heads=3)
