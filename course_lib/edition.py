@@ -20,13 +20,13 @@ NotImplementedError into "not done yet", so the student edition runs top to bott
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
+
+from ._files import write_atomic
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
@@ -109,19 +109,11 @@ def student_notebook(nb, name: str = "notebook"):
     return nb, total, dropped
 
 
-def _write_atomic(nb, path: Path):
+def _write_notebook(nb, path: Path):
     text = nbformat.writes(nb)
     if not text.endswith("\n"):
         text += "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _check_dirs(src_dir, out_dir) -> tuple[Path, Path]:
@@ -160,7 +152,7 @@ def make_student_edition(src_dir, out_dir, *, verbose=True, replace=False) -> di
             if verbose:
                 print(f"{name}: kept (already in {out}; --replace writes a fresh copy over it)")
             continue
-        _write_atomic(nb, out / name)
+        _write_notebook(nb, out / name)
         counts[name] = n
         if verbose:
             extra = f", {dropped} solution cell{'s' if dropped != 1 else ''} dropped" if dropped else ""

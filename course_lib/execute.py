@@ -15,14 +15,14 @@ good run.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from ._files import write_atomic
 
 
 def _drop_image_frames(nb) -> None:
@@ -44,15 +44,7 @@ def execute(path, timeout=600):
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     _drop_image_frames(nb)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ipynb", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            nbformat.write(nb, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomic(path, lambda f: f.write(nbformat.writes(nb).encode("utf-8")))
     return nb
 
 

@@ -12,10 +12,10 @@ problem, instead of reaching the kernels.
 """
 import json
 import os
-import tempfile
 
 import numpy as np
 
+from ._files import write_atomic
 from .config import ModelConfig
 from .model import Transformer
 from . import optim as _optim
@@ -66,18 +66,7 @@ def save(model, path, optimizer=None, extra=None):
         arrays["optim"] = np.array(json.dumps({"type": state["type"], "hparams": state["hparams"], "t": state["t"]}))
         for key, d in state["arrays"].items():
             arrays.update({f"optim/{key}/{k}": v for k, v in d.items()})
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
 def _read(path):

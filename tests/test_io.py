@@ -1,3 +1,4 @@
+import os
 import numpy as np
 import pytest
 
@@ -207,3 +208,15 @@ def test_expected_shapes_match_the_model(overrides):
     cfg = small_config(**overrides)
     model = cl.Transformer(cfg)
     assert io._expected_shapes(cfg) == {k: v.shape for k, v in model.params.items()}
+
+
+def test_a_saved_file_gets_normal_permissions_not_the_temporary_files(tmp_path):
+    import stat
+    path = tmp_path / "m.npz"
+    cl.io.save(cl.Transformer(small_config(), seed=0), path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    path.chmod(0o640)
+    cl.io.save(cl.Transformer(small_config(), seed=0), path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
