@@ -483,3 +483,236 @@ def gradient_check(analytic, numerical, name="gradient", floor=1e-8, figsize=(11
     with style():
         fig.suptitle(f"{name}: relative error {rel_error(a, n):.1e}")
     return fig
+
+
+# ---- notebook 02 ----
+
+def gradient_error_pair(right, wrong, numerical, row_labels, names=("right", "wrong"),
+                        title="Per-entry relative error against central differences",
+                        figsize=(10, 4.2)) -> Figure:
+    """Two heatmaps side by side: the per-entry relative error of a right and a wrong gradient
+    (R, C) against the same numerical estimate, on one colour scale from 0 to 1."""
+    from .gradcheck import elementwise_rel_error
+    fig = new_figure(figsize)
+    with style():
+        axes = fig.subplots(1, 2)
+    cols = [str(c) if c % 8 == 0 else "" for c in range(np.shape(numerical)[1])]
+    for ax, grad, name in ((axes[0], right, names[0]), (axes[1], wrong, names[1])):
+        heatmap(elementwise_rel_error(grad, numerical), row_labels, cols, title=name,
+                cbar_label="relative error", ax=ax, xlabel="column c", ylabel="row",
+                vmin=0, vmax=1)
+    with style():
+        fig.suptitle(title)
+    return fig
+
+
+def draw_sinusoid_pair(ax, i, d_model=64, seq_len=8, span=40):
+    """Draw pair i of the sinusoidal table (columns 2i: sin, 2i+1: cos) over `span` positions,
+    with dots at the positions 0..seq_len-1 a model of that length sees (for slider_plot)."""
+    w = 1 / 10000.0 ** (2 * i / d_model)
+    grid = np.linspace(0, span, 10 * span + 1)
+    ax.plot(grid, np.sin(grid * w), color=PALETTE[0], label=f"column {2 * i}: sin")
+    ax.plot(grid, np.cos(grid * w), color=PALETTE[1], linestyle="--",
+            label=f"column {2 * i + 1}: cos")
+    p = np.arange(seq_len)
+    ax.plot(p, np.sin(p * w), "o", color=PALETTE[0])
+    ax.plot(p, np.cos(p * w), "s", color=PALETTE[1])
+    ax.plot([], [], "ko", label=f"positions 0-{seq_len - 1}")
+    wavelength = 2 * np.pi / w
+    text = f"{wavelength:,.1f}" if wavelength < 100 else f"{wavelength:,.0f}"
+    ax.set(xlabel="position", ylabel="value", ylim=(-1.15, 1.75),
+           title=f"pair i = {i}: wavelength {text} positions")
+    ax.legend(loc="upper center", ncol=3, frameon=False, fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def cosine_similarity(rows):
+    """(N, C) -> (N, N) cosine similarity between the rows."""
+    m = np.asarray(rows, dtype=float)
+    unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def draw_position_similarity(ax, n, table):
+    """Cosine similarity between the rows of table[:, :n] (positions x positions), for slider_plot."""
+    T = len(table)
+    ticks = [str(p) if p % 4 == 0 else "" for p in range(T)]
+    heatmap(cosine_similarity(np.asarray(table)[:, :n]), ticks, ticks,
+            title=f"first {n} columns ({n // 2} pair{'s' if n > 2 else ''})",
+            cbar_label="cosine similarity", ax=ax, xlabel="position q", ylabel="position p",
+            vmin=-1, vmax=1)
+
+
+def position_similarity_pair(tables, figsize=(10, 4)) -> Figure:
+    """Cosine similarity between positions for each table of a dict title -> (T, C), side by side."""
+    fig = new_figure(figsize)
+    with style():
+        axes = np.atleast_1d(fig.subplots(1, len(tables)))
+    for ax, (name, table) in zip(axes, tables.items()):
+        labels = list(range(len(table)))
+        heatmap(cosine_similarity(table), labels, labels, title=name,
+                cbar_label="cosine similarity", ax=ax, xlabel="position q",
+                ylabel="position p", vmin=-1, vmax=1, annotate=False)
+    return fig
+
+
+# ---- notebook 01 ----
+def answer_digits_plot(operations, share_train, share_all, guess, examples, *,
+                       figsize=(5.6, 3.3), dpi=90) -> WidgetPlot:
+    """A slider over the operations: the answer digits of each, and its best constant guess.
+
+    share_train, share_all: (n_ops, 10) fractions of problems per answer digit (train split,
+    all problems); guess: (n_ops,) the best constant guess of each operation (highlighted);
+    examples: dict operation -> a few lines of text drawn in the corner.
+    """
+    share_train, share_all = np.asarray(share_train), np.asarray(share_all)
+    top = max(float(share_train.max()), float(share_all.max())) * 1.15
+
+    def draw(ax, op):
+        k = list(operations).index(op)
+        colours = [PALETTE[1] if d == guess[k] else PALETTE[0] for d in range(10)]
+        ax.bar(np.arange(10), share_train[k], color=colours, label="train split")
+        ax.plot(np.arange(10), share_all[k], "o", color=PALETTE[7], label="all 1000 problems")
+        ax.set(xlabel="answer digit", ylabel="fraction of problems", ylim=(0, top),
+               xticks=range(10), title=f"{op}: best constant guess {guess[k]} (orange bar)")
+        ax.text(0.02, 0.97, "\n".join(examples[op]), transform=ax.transAxes, va="top",
+                family="monospace", fontsize=9)
+        ax.legend(frameon=False, loc="upper right")
+
+    return slider_plot(draw, values=list(operations), name="operation", figsize=figsize,
+                       title="Answer digits per operation", dpi=dpi)
+
+
+def step_size_plot(hs, errors, guides, title, *, ylim=(1e-14, 1), figsize=(6.5, 4),
+                   guide_colors=(0, 1, 7, 2)) -> Figure:
+    """Error of numerical derivatives against the step size h, log-log.
+
+    errors: dict label -> |estimate - exact| per h (markers); guides: dict label -> a
+    predicted error per h (thin dashed lines, coloured by the PALETTE indices guide_colors,
+    e.g. the colour of the curve a guide explains). Errors of exactly 0 are drawn at 1e-18.
+    """
+    hs = np.asarray(hs, dtype=float)
+    fig, ax = _target_axes(None, figsize)
+    markers = ("o-", "s-", "^:", "v-.")
+    with style():
+        for k, (label, err) in enumerate(errors.items()):
+            ax.loglog(hs, np.maximum(np.asarray(err, dtype=float), 1e-18), markers[k % 4], ms=3,
+                      color=PALETTE[k], label=label)
+        for k, (label, line) in enumerate(guides.items()):
+            ax.loglog(hs, line, LINESTYLES[1 + k % 3], lw=1,
+                      color=PALETTE[guide_colors[k % len(guide_colors)]], label=label)
+        ax.set(xlabel="step size h", ylabel="|estimate - exact derivative|", ylim=ylim,
+               title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8, ncol=2, loc="lower left")
+    return fig
+
+
+def secant_slider(f, df, x0, hs, *, name="f", figsize=(5.6, 3.3), dpi=90) -> WidgetPlot:
+    """A slider over step sizes: the forward and central secants of f at x0 and the tangent.
+
+    f, df: NumPy functions (f and its exact derivative); hs: the step sizes of the slider.
+    """
+    xs = np.linspace(x0 - 1.2, x0 + 1.2, 200)
+
+    def draw(ax, h):
+        fwd = (f(x0 + h) - f(x0)) / h
+        cen = (f(x0 + h) - f(x0 - h)) / (2 * h)
+        ax.plot(xs, f(xs), color=PALETTE[7], lw=2, label=f"{name}(x)")
+        ax.plot(xs, f(x0) + df(x0) * (xs - x0), ":", color=PALETTE[2],
+                label=f"tangent, slope {df(x0):.4f}")
+        ax.plot(xs, f(x0) + fwd * (xs - x0), "--", color=PALETTE[0],
+                label=f"forward secant, slope {fwd:.4f}")
+        ax.plot(xs, f(x0 + h) + cen * (xs - x0 - h), "-.", color=PALETTE[1],
+                label=f"central secant, slope {cen:.4f}")
+        ax.plot([x0 - h, x0, x0 + h], f(np.array([x0 - h, x0, x0 + h])), "o",
+                color=PALETTE[3], ms=5)
+        lo, hi = float(f(xs).min()), float(f(xs).max())
+        ax.set(xlabel="x", ylabel="y", xlim=(xs[0], xs[-1]),
+               ylim=(lo - 0.3 * (hi - lo), hi + 0.6 * (hi - lo)))
+        ax.legend(frameon=False, fontsize=8, loc="upper left")
+
+    return slider_plot(draw, values=list(hs), name="h", figsize=figsize, dpi=dpi,
+                       title=f"Secant slopes of {name} at x = {x0:g}")
+
+
+def per_element_errors(numerical, candidates, labels, title, *, floor=1e-8,
+                       figsize=(9, 3.2)) -> Figure:
+    """Per-element relative error of 1-D gradients against a numerical one, as bars (log scale).
+
+    candidates: dict name -> analytic gradient (N,); labels: N tick labels. One panel each.
+    """
+    from .gradcheck import elementwise_rel_error, magnitude, rel_error
+    fig = new_figure(figsize)
+    with style():
+        axes = np.atleast_1d(fig.subplots(1, len(candidates), sharey=True))
+        for k, (ax, (name, grad)) in enumerate(zip(axes, candidates.items())):
+            err = np.maximum(elementwise_rel_error(grad, numerical, floor), 1e-16)
+            ax.bar(np.arange(len(err)), err, bottom=1e-16, color=PALETTE[k])
+            ax.set_yscale("log")
+            ax.set(ylim=(1e-16, 2), xlabel="logit (vocabulary entry)",
+                   title=f"{name}: rel. error {magnitude(rel_error(grad, numerical))}")
+            ax.set_xticks(range(len(labels)), [str(s) for s in labels], rotation=90, fontsize=7)
+            ax.axhline(1e-6, color=PALETTE[7], lw=1, ls="--")
+            ax.grid(alpha=0.3, axis="y")
+        axes[0].set_ylabel("relative error per element")
+        fig.suptitle(title)
+    return fig
+
+
+# ---- notebook 03 ----
+
+def score_scaling(Ds, stats, n_keys=8, figsize=(9, 3.5)) -> Figure:
+    """Notebook 03: variance of q·k against head size D, and the softmax's largest weight.
+
+    stats: dict with lists over Ds: "var unscaled", "var scaled", "max weight unscaled",
+    "max weight scaled". Returns the Figure.
+    """
+    fig = new_figure(figsize)
+    with style():
+        ax1, ax2 = fig.subplots(1, 2)
+    line_plot(Ds, {"q·k": stats["var unscaled"], "q·k / √D": stats["var scaled"]},
+              "Variance of a dot product", "head size D", "variance", ax=ax1, logx=True, logy=True)
+    line_plot(Ds, {"unscaled": stats["max weight unscaled"],
+                   "scaled by 1/√D": stats["max weight scaled"]},
+              f"Softmax over {n_keys} keys", "head size D", "mean largest weight", ax=ax2, logx=True)
+    with style():
+        ax2.axhline(1 / n_keys, color="gray", linewidth=0.8, linestyle=":")
+        ax2.text(Ds[0], 1 / n_keys + 0.02, f"uniform: 1/{n_keys}", color="gray", fontsize=8)
+    return fig
+
+
+def attention_with_entropy(fig, A, labels, title="attention weights"):
+    """Notebook 03: an attention map (T, T) beside the entropy of each row, on `fig`.
+
+    A row's entropy -sum_s A_ts ln A_ts is ln T for a uniform row and 0 for a one-hot row.
+    """
+    A = np.asarray(A, dtype=float)
+    T = A.shape[0]
+    entropy = -np.sum(A * np.log(np.maximum(A, 1e-300)), axis=1)
+    with style():
+        ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.5, 1])
+    heatmap(A, labels, labels, title, "weight", ax=ax1, vmin=0, vmax=1)
+    with style():
+        ax2.barh(range(T), entropy, color=PALETTE[0])
+        ax2.axvline(np.log(T), color=PALETTE[3], linestyle="--", label=f"uniform: ln {T}")
+        ax2.set(yticks=range(T), yticklabels=labels, ylim=(T - 0.5, -0.5), xlim=(0, 1.1 * np.log(T)),
+                title="entropy of each row", xlabel="entropy (nats)", ylabel="query position")
+        ax2.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def gradient_error_maps(grads, numerical, row_labels, col_labels, title, figsize=(10, 4)) -> Figure:
+    """Notebook 03: per-element log10 relative error of each gradient in `grads` (dict name ->
+    array (R, C)) against the same numerical gradient, side by side on one colour scale."""
+    from .gradcheck import elementwise_rel_error
+    fig = new_figure(figsize)
+    with style():
+        axes = np.atleast_1d(fig.subplots(1, len(grads)))
+    for ax, (name, grad) in zip(axes, grads.items()):
+        e = elementwise_rel_error(grad, numerical)
+        heatmap(np.log10(np.maximum(e, 1e-16)), row_labels, col_labels, name, "log10 relative error",
+                ax=ax, vmin=-16, vmax=0, xlabel="score column (key)", ylabel="score row (query)")
+    with style():
+        fig.suptitle(title)
+    return fig

@@ -23,7 +23,7 @@ def embed(tokens, E):
 
 
 def embed_backward(tokens, dX, V):
-    '''tokens (B, T) int, dX (B, T, C) -> dE (V, C): dE[v] sums dX[b, t] over positions holding v.'''
+    '''tokens (B, T) int, dX (B, T, C) -> dE (V, C): dE[v] sums dX where tokens == v.'''
     ### BEGIN SOLUTION
     dE = np.zeros((V, dX.shape[-1]), dtype=dX.dtype)
     np.add.at(dE, tokens, dX)
@@ -32,7 +32,8 @@ def embed_backward(tokens, dX, V):
 
 
 def sinusoidal(T, C):
-    '''P (T, C): P[pos, 2i] = sin(pos / 10000^(2i/C)), P[pos, 2i+1] = cos(pos / 10000^(2i/C)).'''
+    '''P (T, C), float64: P[pos, 2i] = sin(pos * w_i), P[pos, 2i+1] = cos(pos * w_i),
+    w_i = 1 / 10000^(2i/C).'''
     ### BEGIN SOLUTION
     pos = np.arange(T)[:, None]
     two_i = np.arange(0, C, 2)[None, :]
@@ -212,7 +213,7 @@ def test_embed_backward_course_kernel_passes(capsys):
 def test_embed_backward_overwrite_is_caught_on_repeats(wrong, capsys):
     result = assert_rejects(check_embed_backward, wrong, capsys, "repeated token in one sequence",
                             "must ADD its gradients")
-    assert "np.add.at" in result.hint
+    assert "np.add.at" in result.hint and "loop" in result.hint
 
 
 def test_embed_backward_overwrite_message_is_hand_checkable(capsys):
@@ -289,9 +290,15 @@ def test_sinusoidal_reference_passes(capsys):
     assert_passes(check_sinusoidal, sinusoidal, capsys, 5)
 
 
-def test_sinusoidal_course_kernel_and_float32_pass(capsys):
+def test_sinusoidal_course_kernel_passes(capsys):
     assert_passes(check_sinusoidal, cl.kernels.sinusoidal_table, capsys, 5)
-    assert_passes(check_sinusoidal, lambda T, C: cl.kernels.sinusoidal_table(T, C, np.float32), capsys, 5)
+
+
+def test_sinusoidal_float32_table_is_named_as_a_dtype_problem(capsys):
+    # the exercise asks for float64; float32 is right to 7 digits only
+    result = assert_rejects(check_sinusoidal, lambda T, C: cl.kernels.sinusoidal_table(T, C, np.float32),
+                            capsys, "hand-checkable", "float32")
+    assert "float64" in result.hint
 
 
 def test_sinusoidal_halves_is_named(capsys):
@@ -382,3 +389,82 @@ def test_a_function_that_changes_its_input_in_place_fails_naming_it(capsys):
     result = check_embed_backward(clobbers)
     lines(capsys)
     assert not result.passed and "`dX` in place" in result.message
+
+
+# ---- version 2 of the guide: in-place changes, dtypes, odd return values -----------------
+
+def test_embed_changing_E_in_place_fails_naming_it(capsys):
+    def scales_table(tokens, E):
+        out = E[tokens].copy()
+        E *= 0.0                 # e.g. reusing E as a scratch buffer
+        return out
+    result = check_embed(scales_table)
+    lines(capsys)
+    assert not result.passed and "`E` in place" in result.message
+
+
+def test_embed_backward_changing_tokens_in_place_fails_naming_it(capsys):
+    def sorts_tokens(tokens, dX, V):
+        dE = embed_backward(tokens, dX, V)
+        tokens.sort(axis=1)
+        return dE
+    result = check_embed_backward(sorts_tokens)
+    lines(capsys)
+    assert not result.passed and "`tokens` in place" in result.message
+
+
+def test_embed_backward_changing_dX_in_place_fails_naming_it(capsys):
+    def scales_dX(tokens, dX, V):
+        dX *= 1.0 + 1e-3         # e.g. folding a scale into the upstream gradient
+        return embed_backward(tokens, dX, V) / (1.0 + 1e-3)
+    result = check_embed_backward(scales_dX)
+    lines(capsys)
+    assert not result.passed and "`dX` in place" in result.message
+
+
+def test_embed_backward_float32_accumulator_is_named_as_a_dtype_problem(capsys):
+    def float32_buffer(tokens, dX, V):
+        dE = np.zeros((V, dX.shape[-1]), dtype=np.float32)
+        np.add.at(dE, tokens, dX)
+        return dE
+    result = assert_rejects(check_embed_backward, float32_buffer, capsys,
+                            "tokens repeated across the batch", "float32")
+    assert "float64" in result.hint and "accumulate" in result.hint
+    assert "got " in result.message and "expected " in result.message
+
+
+def test_embed_float32_result_is_named_as_a_dtype_problem(capsys):
+    result = assert_rejects(check_embed, lambda tokens, E: E[tokens].astype(np.float32), capsys,
+                            "random cases", "float32")
+    assert "float64" in result.hint
+
+
+def test_embed_backward_loop_passes(capsys):
+    def loop(tokens, dX, V):
+        dE = np.zeros((V, dX.shape[-1]))
+        for b in range(tokens.shape[0]):
+            for t in range(tokens.shape[1]):
+                dE[tokens[b, t]] += dX[b, t]
+        return dE
+    assert_passes(check_embed_backward, loop, capsys, 6)
+
+
+ODD_VALUES = {
+    "None": (None, "is None"),
+    "complex": (np.ones((2, 3, 4)) * 1j, "complex"),
+    "string": ("dE", "should be a NumPy array of numbers"),
+    "huge int": (10 ** 400, "should be a NumPy array of numbers"),
+    "list of huge ints": ([10 ** 400, 1], "should be a NumPy array of numbers"),
+    "dict": ({"dE": 1}, "should be a NumPy array of numbers"),
+}
+
+
+@pytest.mark.parametrize("check", [check_embed, check_embed_backward, check_sinusoidal])
+@pytest.mark.parametrize("odd", list(ODD_VALUES))
+def test_odd_return_values_are_reported_in_a_sentence(check, odd, capsys):
+    value, words = ODD_VALUES[odd]
+    result = check(lambda *args: value)
+    out = lines(capsys)
+    assert not result.passed and result.done and result.stage == "shapes"
+    assert words in result.message, result.message
+    assert out[0].startswith("✗ Exercise 2.") and "Traceback" not in "\n".join(out)

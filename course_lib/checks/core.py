@@ -210,22 +210,28 @@ def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol
         bad = np.argwhere(~np.isclose(arr, expected, rtol=rtol, atol=atol))
         idx = tuple(int(i) for i in bad[0])
         got_v, want_v = _digits(arr[idx], expected[idx])
-        raise CheckFailed(f"{what} is wrong at index {idx}: got {got_v}, expected {want_v} "
-                          f"({len(bad)} of {arr.size} entries differ)", _dtype_hint(value, arr, expected) or hint)
+        dtype_hint = _dtype_hint(value, arr, expected)
+        kind = f" ({value.dtype})" if dtype_hint else ""
+        raise CheckFailed(f"{what}{kind} is wrong at index {idx}: got {got_v}, expected {want_v} "
+                          f"({len(bad)} of {arr.size} entries differ)", dtype_hint or hint)
     return arr
 
 
 def _dtype_hint(value, arr, expected):
-    """A float32 (or float16) result that is right to its own precision: name the dtype."""
+    """A float32 (or float16) result that is right to its own precision: name the dtype.
+
+    "Its own precision" allows for the rounding of inputs cast down and of a long sum:
+    sqrt(eps) relative (3e-4 in float32), far below the error of any real mistake.
+    """
     dtype = getattr(value, "dtype", None)
     if dtype is None or dtype.kind != "f" or dtype.itemsize >= 8:
         return None
-    eps = float(np.finfo(dtype).eps)
+    tol = float(np.sqrt(np.finfo(dtype).eps))
     scale = np.max(np.abs(expected)) if expected.size else 0.0
-    if np.allclose(arr, expected, rtol=64 * eps, atol=64 * eps * scale):
-        return (f"your result is {dtype}: right to {dtype}'s precision, but the check needs float64. "
-                f"Compute (and accumulate) in the inputs' dtype: an array made with np.zeros(..., "
-                f"dtype=np.float32) or .astype(np.float32) rounds every value to 7 digits")
+    if np.allclose(arr, expected, rtol=tol, atol=tol * scale):
+        return (f"a dtype problem, not a formula problem: your result is {dtype}, right to its "
+                f"precision, but the inputs are float64. Compute (and accumulate) in the inputs' dtype: "
+                f"np.zeros(..., dtype=np.float32) or .astype(np.float32) keeps about 7 digits")
     return None
 
 
@@ -249,7 +255,7 @@ def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-
         if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
             hint = wrong_hint
             break
-    return expect_close(arr, expected, what=what, hint=hint, rtol=rtol, atol=atol)
+    return expect_close(got, expected, what=what, hint=hint, rtol=rtol, atol=atol)
 
 
 def expect_value_error(fn, args, call_text, raised_hint, returned_hint, passthrough=()):
