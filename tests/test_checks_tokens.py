@@ -8,7 +8,8 @@ import pytest
 
 import course_lib as cl
 from course_lib import task
-from course_lib.checks import check_answer, check_central_difference, check_encode
+from course_lib.checks import (check_answer, check_central_difference, check_encode,
+                               check_numerical_gradient)
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_tokens_and_task.ipynb"
 
@@ -22,7 +23,8 @@ def _notebook_functions():
     sources = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     for src in sources:
         exec(compile(src, str(NOTEBOOK), "exec"), namespace)
-    return {name: namespace[name] for name in ("my_encode", "my_answer", "central_difference")}, sources
+    names = ("my_encode", "my_answer", "central_difference", "numerical_gradient")
+    return {name: namespace[name] for name in names}, sources
 
 
 REFERENCES, SOLUTION_CELLS = _notebook_functions()
@@ -54,8 +56,8 @@ def assert_rejects(check, fn, capsys, stage, hint_part):
     return result
 
 
-def test_notebook_has_three_solution_regions():
-    assert len(SOLUTION_CELLS) == 3
+def test_notebook_has_four_solution_regions():
+    assert len(SOLUTION_CELLS) == 4
     assert all("### END SOLUTION" in src for src in SOLUTION_CELLS)
 
 
@@ -235,7 +237,34 @@ def test_answer_rejects_bugs(fn, stage, hint, capsys):
     assert_rejects(check_answer, fn, capsys, stage, hint)
 
 
+def answer_float(op, digits):
+    return float(task.answer(op, tuple(digits)))
+
+
+def answer_forgets_return(op, digits):
+    task.answer(op, tuple(digits))
+
+
+def test_answer_float_is_not_told_to_return(capsys):
+    """`return 6.0` is a float, not a missing return."""
+    result = assert_rejects(check_answer, answer_float, capsys, "the example Max(1,6,2)", "not 6.0")
+    assert "6.0" in result.message and "return`?" not in result.hint
+
+
+def test_answer_none_is_a_missing_return(capsys):
+    assert_rejects(check_answer, answer_forgets_return, capsys, "the example Max(1,6,2)",
+                   "forget `return`")
+
+
+@pytest.mark.parametrize("value", [10 ** 400, "six", np.array([6, 6]), 6.5, float("nan"), [6]])
+def test_answer_odd_values_are_a_sentence(value, capsys):
+    result, out = run(check_answer, lambda op, digits: value, capsys)
+    assert not result.passed and result.done and "Traceback" not in "\n".join(out)
+    assert result.message.startswith("my_answer('Max', (1, 6, 2)) returned")
+
+
 def test_answer_reports_the_first_wrong_problem(capsys):
+
     result, _ = run(check_answer, _answer_with(Max=lambda a, b, c: max(a, b)), capsys)
     assert result.message == "my_answer('Max', (0, 0, 1)) = 0, expected 1"
 
@@ -282,13 +311,21 @@ def returns_array(f, x, h=1e-5):
     return np.array([(f(x + h) - f(x - h)) / (2 * h)] * 2)
 
 
+def huge_default_h(f, x, h=1e-2):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def default_1e_8(f, x, h=1e-8):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
 def test_central_difference_reference_passes(capsys):
-    assert_passes(check_central_difference, REFERENCES["central_difference"], capsys, 6)
+    assert_passes(check_central_difference, REFERENCES["central_difference"], capsys, 7)
 
 
 def test_central_difference_accepts_0d_arrays(capsys):
     ref = REFERENCES["central_difference"]
-    assert_passes(check_central_difference, lambda f, x, h=1e-5: np.asarray(ref(f, x, h)), capsys, 6)
+    assert_passes(check_central_difference, lambda f, x, h=1e-5: np.asarray(ref(f, x, h)), capsys, 7)
 
 
 QUAD = "a quadratic is exact, even with a large step"
@@ -301,11 +338,19 @@ CUBIC = "a cubic: error h^2 f'''/6, with the h you are given"
     (denominator_h, QUAD, "divide by 2h, not h"),
     (precedence_bug, QUAD, "operator precedence"),
     (ignores_h, CUBIC, "use the step h passed in"),
-    (tiny_default_h, "accuracy on sin and exp with the default h", "h=1e-5 the default"),
+    (tiny_default_h, "the default step h = 1e-5", "too small: round-off"),
+    (default_1e_8, "the default step h = 1e-5", "too small: round-off"),
+    (huge_default_h, "the default step h = 1e-5", "too large: the truncation"),
     (one_sided_for_small_h, CUBIC, "forward difference"),
 ])
 def test_central_difference_rejects_bugs(fn, stage, hint, capsys):
     assert_rejects(check_central_difference, fn, capsys, stage, hint)
+
+
+def test_default_step_1e_8_is_not_told_about_int_x(capsys):
+    """The old checker blamed an int x for a default step of 1e-8; the step is the bug."""
+    result, out = run(check_central_difference, default_1e_8, capsys)
+    assert "int" not in result.hint and "1e-08" in result.message
 
 
 def test_forward_difference_fails_the_accuracy_and_order_stages_too():
@@ -322,8 +367,13 @@ def test_forward_difference_fails_the_accuracy_and_order_stages_too():
 @pytest.mark.parametrize("fn, message", [
     (returns_both, "returned a tuple"),
     (returns_array, "shape (2,)"),
-    (lambda f, x, h=1e-5: None, "returned NoneType"),
-    (lambda f, x, h=1e-5: "0.54", "returned str"),
+    (lambda f, x, h=1e-5: None, "returned None"),
+    (lambda f, x, h=1e-5: "0.54", "returned the str"),
+    (lambda f, x, h=1e-5: (f(x + 1j * h) / h).imag + 0j, "complex"),
+    (lambda f, x, h=1e-5: complex(0.54, 0.0), "complex"),
+    (lambda f, x, h=1e-5: 10 ** 400, "int of 401 digits"),
+    (lambda f, x, h=1e-5: True, "returned True"),
+    (lambda f, x, h=1e-5: {"d": 0.54}, "returned"),
     (lambda f, x, h=1e-5: (f(x + h) - f(x - h)) / 0.0, "returned"),
 ])
 def test_central_difference_wrong_type_or_shape_is_a_clear_failure(fn, message, capsys):
@@ -334,7 +384,178 @@ def test_central_difference_wrong_type_or_shape_is_a_clear_failure(fn, message, 
 
 # ---- not done, exceptions, non-functions: for every checker ------------------------------------
 
-CHECKERS = [check_encode, check_answer, check_central_difference]
+# ---- numerical gradients of arrays --------------------------------------------------------------
+
+def ng_reference(f, x, h=1e-5):
+    return REFERENCES["numerical_gradient"](f, x, h)
+
+
+def ng_no_restore(f, x, h=1e-5):
+    """Moves x[idx] to +h, then to -h, and leaves it there."""
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        x[idx] += h
+        f_plus = f()
+        x[idx] -= 2 * h
+        grad[idx] = (f_plus - f()) / (2 * h)
+    return grad
+
+
+def ng_arithmetic_restore(f, x, h=1e-5):
+    """Restores by arithmetic: x + h - 2h + h, which is not always x in floating point."""
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        x[idx] += h
+        f_plus = f()
+        x[idx] -= 2 * h
+        f_minus = f()
+        x[idx] += h
+        grad[idx] = (f_plus - f_minus) / (2 * h)
+    return grad
+
+
+def ng_other_names(func, arr, h=1e-5):
+    """A learner's own parameter names: the report must name `arr`."""
+    return ng_no_restore(func, arr, h)
+
+
+def _ng_with(formula, default_h=1e-5):
+    def fn(f, x, h=default_h):
+        grad = np.zeros_like(x)
+        f0 = f()
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + h
+            fp = f()
+            x[idx] = old - h
+            fm = f()
+            x[idx] = old
+            grad[idx] = formula(fp, fm, f0, h)
+        return grad
+    return fn
+
+
+ng_forward = _ng_with(lambda fp, fm, f0, h: (fp - f0) / h)
+ng_backward = _ng_with(lambda fp, fm, f0, h: (f0 - fm) / h)
+ng_over_h = _ng_with(lambda fp, fm, f0, h: (fp - fm) / h)
+ng_precedence = _ng_with(lambda fp, fm, f0, h: (fp - fm) / 2 * h)
+ng_tiny_default = _ng_with(lambda fp, fm, f0, h: (fp - fm) / (2 * h), default_h=1e-8)
+ng_large_default = _ng_with(lambda fp, fm, f0, h: (fp - fm) / (2 * h), default_h=1e-2)
+
+
+def ng_ignores_h(f, x, h=1e-5):
+    return ng_reference(f, x, 1e-5)
+
+
+def ng_rows(f, x, h=1e-5):
+    """for i in range(len(x)): moves whole rows of a 2-D x."""
+    grad = np.zeros_like(x)
+    for i in range(len(x)):
+        old = x[i].copy()
+        x[i] = old + h
+        fp = f()
+        x[i] = old - h
+        fm = f()
+        x[i] = old
+        grad[i] = (fp - fm) / (2 * h)
+    return grad
+
+
+def ng_flat(f, x, h=1e-5):
+    return ng_reference(f, x, h).ravel()
+
+
+def ng_float32(f, x, h=1e-5):
+    return ng_reference(f, x, h).astype(np.float32)
+
+
+def ng_scalar(f, x, h=1e-5):
+    return float(ng_reference(f, x, h).sum())
+
+
+def ng_list_of_rows(f, x, h=1e-5):
+    return ng_reference(f, x, h).tolist()
+
+
+def test_numerical_gradient_reference_passes(capsys):
+    assert_passes(check_numerical_gradient, REFERENCES["numerical_gradient"], capsys, 6)
+
+
+def test_numerical_gradient_list_result_of_the_right_shape_passes(capsys):
+    assert_passes(check_numerical_gradient, ng_list_of_rows, capsys, 6)
+
+
+def test_course_lib_numerical_gradient_passes(capsys):
+    assert_passes(check_numerical_gradient, cl.gradcheck.numerical_gradient, capsys, 6)
+
+
+SHAPE = "returns an array shaped like x, x restored"
+NG_HAND = "a hand-checkable case, h = 0.5"
+NG_CUBIC = "a cubic: error h^2 f'''/6, with the h you pass"
+NG_2D = "every entry of a 2-D x"
+NG_DEFAULT = "the default step h = 1e-5"
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (ng_no_restore, SHAPE, "set x[i] back to its old value"),
+    (ng_arithmetic_restore, SHAPE, "save old = x[i]"),
+    (ng_other_names, SHAPE, "arr[i] back"),
+    (ng_flat, NG_2D, "in the shape of x"),
+    (ng_scalar, SHAPE, "one entry per entry of x"),
+    (ng_float32, SHAPE, "float64"),
+    (ng_forward, NG_HAND, "forward difference"),
+    (ng_backward, NG_HAND, "backward difference"),
+    (ng_over_h, SHAPE, "divide by 2h, not h"),
+    (ng_precedence, SHAPE, "operator precedence"),
+    (ng_ignores_h, NG_CUBIC, "use the step h passed in"),
+    (ng_tiny_default, NG_DEFAULT, "too small: round-off"),
+    (ng_large_default, NG_DEFAULT, "too large"),
+    (ng_rows, NG_2D, "x[i] is a whole row"),
+])
+def test_numerical_gradient_rejects_bugs(fn, stage, hint, capsys):
+    assert_rejects(check_numerical_gradient, fn, capsys, stage, hint)
+
+
+def test_numerical_gradient_not_restoring_names_the_input(capsys):
+    result, _ = run(check_numerical_gradient, ng_other_names, capsys)
+    assert "changed its input `arr` and did not restore it" in result.message
+    result, _ = run(check_numerical_gradient, ng_no_restore, capsys)
+    assert "changed its input `x`" in result.message and "x[0] is 0.49999" in result.message
+
+
+def test_numerical_gradient_arithmetic_restore_prints_enough_digits(capsys):
+    result, _ = run(check_numerical_gradient, ng_arithmetic_restore, capsys)
+    now, was = result.message.split(" is ")[1].split(", it was ")
+    assert float(now) != float(was)
+
+
+@pytest.mark.parametrize("value, message", [
+    (None, "is None"),
+    ("grad", "should be a NumPy array of numbers"),
+    (np.zeros(3, dtype=complex), "complex"),
+    (np.zeros((3, 2)), "has shape (3, 2)"),
+    ([np.zeros(3)], "list of arrays"),
+    (10 ** 400, "should be a NumPy array of numbers"),
+])
+def test_numerical_gradient_odd_values_are_a_sentence(value, message, capsys):
+    result, out = run(check_numerical_gradient, lambda f, x, h=1e-5: value, capsys)
+    assert not result.passed and result.done and result.stage == SHAPE
+    assert message in result.message and "Traceback" not in "\n".join(out)
+
+
+def test_numerical_gradient_runs_f_on_the_callers_array(capsys):
+    """The checker must not hand the learner a copy of x: f reads the original."""
+    seen = []
+
+    def spy(f, x, h=1e-5):
+        seen.append(f())
+        return ng_reference(f, x, h)
+    check_numerical_gradient(spy)
+    capsys.readouterr()
+    assert seen and all(np.isfinite(seen))
+
+
+CHECKERS = [check_encode, check_answer, check_central_difference, check_numerical_gradient]
 
 
 def stub(*args, **kwargs):

@@ -2,21 +2,25 @@
 
     check_encode(my_encode)                    Exercise 1.1: text -> token ids, by hand
     check_answer(my_answer)                    Exercise 1.2: the answer rule of the five operations
-    check_central_difference(central_difference)   Exercise 1.3: f'(x) ~ (f(x+h) - f(x-h)) / (2h)
+    check_central_difference(central_difference)   Exercise 1.4: f'(x) ~ (f(x+h) - f(x-h)) / (2h)
+    check_numerical_gradient(numerical_gradient)   Exercise 1.5: central differences, entry by
+                                               entry, of a scalar f() that reads the array x
 
 Expected values come from course_lib.task (encode, answer) or from exact derivatives
 written here, never from the learner's function.
 """
 import contextlib
+import inspect
 import math
 import numbers
 
 import numpy as np
 
 from .. import task
-from .core import CheckFailed, call, checker, expect_value_error, stage
+from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_close,
+                   expect_value_error, stage)
 
-__all__ = ["check_encode", "check_answer", "check_central_difference"]
+__all__ = ["check_encode", "check_answer", "check_central_difference", "check_numerical_gradient"]
 
 
 # ---------------------------------------------------------------- helpers ---
@@ -173,9 +177,20 @@ def _digit(value, op, digits):
                           hint="return the digit as a number, e.g. 6, not '6'")
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
+    if value is None:
+        raise CheckFailed(f"{what} returned None, but an int from 0 to 9 was expected",
+                          hint="did you forget `return`?")
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        raise CheckFailed(f"{what} returned {value!r}, a {type(value).__name__}, but an int was "
+                          f"expected", hint="return an int: 6, not 6.0 (a value that went through "
+                          "a float, e.g. np.mean or /, needs int(...))")
     if not _is_int(value):
-        raise CheckFailed(f"{what} returned {value!r} ({type(value).__name__}), but an int from 0 to 9 "
-                          f"was expected", hint="return one digit as an int (did you forget `return`?)")
+        raise CheckFailed(f"{what} returned {_short(value)} ({type(value).__name__}), but an int "
+                          f"from 0 to 9 was expected", hint="return one digit, as an int")
+    if abs(int(value)) > 10 ** 6:
+        raise CheckFailed(f"{what} returned an int of {len(str(abs(int(value))))} digits, but a "
+                          f"digit from 0 to 9 was expected", hint="return one of the three digits, "
+                                                                  "or their max or min")
     return int(value)
 
 
@@ -216,16 +231,40 @@ def check_answer(fn):
                               "name: raise ValueError for anything but the five operations")
 
 
-# ------------------------------------------------------------ Exercise 1.3 ---
+# ------------------------------------------------------------ Exercise 1.4 ---
+def _short(value, width=50):
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _number(value, what):
-    """The learner's derivative as a Python float, or a clear failure."""
+    """The learner's derivative as a Python float, or a clear failure (never an exception)."""
+    if value is None:
+        raise CheckFailed(f"{what} returned None, but one number was expected",
+                          hint="did you forget `return`?")
     if isinstance(value, (tuple, list)):
         raise CheckFailed(f"{what} returned a {type(value).__name__}, but one number was expected",
                           hint="return the single number (f(x + h) - f(x - h)) / (2 * h)")
-    arr = np.asarray(value)
-    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_:
-        raise CheckFailed(f"{what} returned {type(value).__name__}, but a number was expected",
-                          hint="did you forget `return`?")
+    if isinstance(value, (str, bytes)):
+        raise CheckFailed(f"{what} returned the {type(value).__name__} {_short(value)}, but a number "
+                          f"was expected", hint="return the number itself, not text")
+    if isinstance(value, (bool, np.bool_)):
+        raise CheckFailed(f"{what} returned {value!r}, but a number was expected",
+                          hint="return the estimate itself, not a comparison")
+    if np.iscomplexobj(value):
+        raise CheckFailed(f"{what} returned a complex number ({_short(value)}), but a real number "
+                          f"was expected", hint="a complex intermediate (a complex step?) needs `.real` "
+                                                "on the result; here use real steps x + h and x - h")
+    if isinstance(value, numbers.Integral) and abs(value) > 2 ** 63:
+        raise CheckFailed(f"{what} returned an int of {len(str(abs(value)))} digits, but a "
+                          f"derivative of size about 1 was expected",
+                          hint="an int this large comes from integer arithmetic: compute with "
+                               "floats, (f(x + h) - f(x - h)) / (2 * h)")
+    try:
+        arr = as_array(value, what)
+    except CheckFailed as e:
+        raise CheckFailed(f"{what} returned {_short(value)} ({type(value).__name__}), but one "
+                          f"number was expected", hint=e.hint or "return one float") from None
     if arr.size != 1:
         raise CheckFailed(f"{what} returned an array of shape {arr.shape}, but one number was expected",
                           hint="x is a single number here: f(x + h) and f(x - h) are numbers too")
@@ -233,6 +272,35 @@ def _number(value, what):
     if not math.isfinite(out):
         raise CheckFailed(f"{what} returned {out}", hint="is the step h zero, or is h used in the denominator?")
     return out
+
+
+def _default_step(run):
+    """The step h a function uses when none is passed, read from where it evaluates f.
+
+    run(f) calls the learner's function with the probe f (a function of a number, or of
+    nothing when an array is perturbed: `run` then makes f read that array). None if unknown.
+    """
+    seen = []
+
+    def record(value):
+        seen.append(float(np.asarray(value, dtype=float).reshape(-1)[0]))
+        return float(np.sum(np.asarray(value, dtype=float)))
+
+    try:
+        run(record)
+    except CheckFailed:
+        return None
+    return (max(seen) - min(seen)) / 2 if len(seen) >= 2 else None
+
+
+def _step_hint(h):
+    """Why a default step other than 1e-5 is wrong."""
+    if h < 1e-5:
+        return (f"the step is too small: round-off in f(x + h) - f(x - h), about eps*|f|/h = "
+                f"{2.2e-16 / h:.0e} relative, outweighs what a smaller step gains; make h=1e-5 "
+                f"the default")
+    return (f"the step is too large: the truncation error h^2 |f'''| / 6 is about {h * h / 6:.0e}; "
+            f"make h=1e-5 the default")
 
 
 def _diagnose(got, f, x, h, want):
@@ -252,7 +320,7 @@ def _diagnose(got, f, x, h, want):
     return "the central difference is (f(x + h) - f(x - h)) / (2 * h), with the h you are given"
 
 
-@checker("Exercise 1.3", "central-difference derivative")
+@checker("Exercise 1.4", "central-difference derivative")
 def check_central_difference(fn):
     """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
     with stage("returns one number"):
@@ -280,6 +348,12 @@ def check_central_difference(fn):
                         else _diagnose(got, cube, 1.0, h, 3.0))
                 raise CheckFailed(f"for f(x) = x^3 at x = 1 with h = {h} you got {got:.10g}, expected "
                                   f"3 + h^2 = {want:.10g}", hint)
+
+    with stage("the default step h = 1e-5"):
+        h = _default_step(lambda f: call(fn, f, 1.0))
+        if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
+            raise CheckFailed(f"called without h, your function evaluates f at points {2 * h:.3g} "
+                              f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
 
     with stage("accuracy on sin and exp with the default h"):
         cases = [(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7)] + [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0)]
@@ -310,7 +384,148 @@ def check_central_difference(fn):
         if got != 0.0:
             raise CheckFailed(f"the derivative of a constant came out as {got!r}, expected 0.0",
                               hint="both evaluations of f give the same value: their difference is 0")
-        got = _number(call(fn, lambda x: 7.0 * x - 3.0, 2), "central_difference(lambda x: 7x - 3, 2)")
+        got = _number(call(fn, lambda x: 7.0 * x - 3.0, 2, h=1e-5),
+                      "central_difference(lambda x: 7x - 3, 2, h=1e-5)")
         if abs(got - 7.0) > 1e-8:
             raise CheckFailed(f"the derivative of 7x - 3 at the integer x = 2 came out as {got!r}, expected 7",
                               hint="x may be an int: x + h and x - h must still be floats")
+
+
+# ------------------------------------------------------------ Exercise 1.5 ---
+def _input_name(fn, position=1, default="x"):
+    try:
+        params = [p for p in inspect.signature(fn).parameters]
+    except (TypeError, ValueError):
+        return default
+    return params[position] if len(params) > position else default
+
+
+def _call_gradient(fn, f, x, **kwargs):
+    """fn(f, x) on the very array x that f reads (no copy: fn must perturb it in place);
+    afterwards x must hold exactly its old values."""
+    saved = x.copy()
+    got = call(lambda: fn(f, x, **kwargs))
+    if not np.array_equal(x, saved):
+        name = _input_name(fn)
+        diff = np.abs(x - saved)
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), x.shape))
+        now, was = _digits(x[idx], saved[idx])
+        if diff.max() <= 1e-9 * max(1.0, float(np.abs(saved).max())):
+            hint = (f"{name}[i] + h - h is not always {name}[i] in floating point: save "
+                    f"old = {name}[i] first and assign it back with {name}[i] = old")
+        else:
+            hint = (f"after evaluating f at {name}[i] + h and {name}[i] - h, set {name}[i] back to "
+                    f"its old value: the caller (a model's parameters) still needs `{name}`")
+        raise CheckFailed(f"your function changed its input `{name}` and did not restore it: "
+                          f"{name}{list(idx)} is {now}, it was {was}", hint)
+    return got
+
+
+def _gradient_array(got, x, what):
+    """The learner's gradient as a float array shaped like x, or a clear failure."""
+    dtype = getattr(got, "dtype", None)
+    if isinstance(got, np.ndarray) and dtype.kind == "f" and dtype.itemsize < 8:
+        raise CheckFailed(f"{what} is {dtype}, but gradient checks need float64",
+                          hint=f"{dtype} keeps about 7 digits, and rounds away the differences "
+                               f"f(x + h) - f(x - h) this check measures: make the result with "
+                               f"np.zeros_like(x) (float64 like x), not dtype={dtype}")
+    arr = as_array(got, what)
+    if arr.shape != x.shape:
+        if arr.size == x.size:
+            hint = "return the gradient in the shape of x (np.zeros_like(x) to start from)"
+        elif arr.ndim == 0:
+            hint = "the gradient has one entry per entry of x, not one number in all"
+        else:
+            hint = ("one partial derivative per entry of x: fill an array made with "
+                    "np.zeros_like(x)")
+        raise CheckFailed(f"{what} has shape {arr.shape}, but x has shape {x.shape}", hint)
+    return arr
+
+
+def _formula_mistakes(want, h):
+    """Wrong central-difference formulas, as (wrong gradient, hint) for diagnose."""
+    return [
+        (2 * want, "x[i] - h and x[i] + h are 2h apart: divide by 2h, not h"),
+        (want / 2, "f(x + h) - f(x - h) spans 2h: divide by 2h, not 4h"),
+        (want * h * h, "operator precedence: `/ 2 * h` multiplies by h; write `/ (2 * h)`"),
+    ]
+
+
+ROWS = ("x has two axes here: x[i] is a whole row. Perturb one entry at a time, e.g. "
+        "`for idx in np.ndindex(x.shape):` and x[idx]")
+
+
+@checker("Exercise 1.5", "numerical gradient of an array")
+def check_numerical_gradient(fn):
+    """numerical_gradient(f, x, h=1e-5): central differences of the scalar f() w.r.t. each
+    entry of the float64 array x, which f reads; x perturbed in place and restored."""
+    with stage("returns an array shaped like x, x restored"):
+        x = np.array([0.5, -1.0, 2.0])
+        w = np.array([3.0, -2.0, 0.25])
+        got = _call_gradient(fn, lambda: float(np.sum(w * x)), x)
+        arr = _gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3,)")
+        diagnose(arr, w, _formula_mistakes(w, 1e-5),
+                 "entry i is (f() at x[i] + h minus f() at x[i] - h) / (2h), with only x[i] "
+                 "changed", what="the gradient of f = sum(w * x), which is w,")
+
+    with stage("a hand-checkable case, h = 0.5"):
+        x = np.array([1.0, 2.0])
+        f = lambda: x[0] ** 2 + 3.0 * x[0] * x[1]       # noqa: E731  grad (2x0 + 3x1, 3x0)
+        got = _call_gradient(fn, f, x, h=0.5)
+        want = np.array([8.0, 3.0])
+        diagnose(_gradient_array(got, x, "numerical_gradient(f, x, h=0.5)"), want, [
+            (np.array([8.5, 3.0]), "this is the forward difference (f(x + h) - f(x)) / h, "
+                                   "error O(h): use x[i] + h and x[i] - h, divided by 2h"),
+            (np.array([7.5, 3.0]), "this is the backward difference (f(x) - f(x - h)) / h: "
+                                   "use x[i] + h and x[i] - h, divided by 2h"),
+        ] + _formula_mistakes(want, 0.5), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
+           "and a central difference is exact for a quadratic", what="numerical_gradient(f, x, "
+           "h=0.5) for f = x0^2 + 3 x0 x1 at x = (1, 2)", rtol=1e-9, atol=1e-12)
+
+    with stage("a cubic: error h^2 f'''/6, with the h you pass"):
+        x = np.array([1.0, -2.0, 0.5])
+        f = lambda: float(np.sum(x ** 3))               # noqa: E731
+        got = _call_gradient(fn, f, x, h=0.1)
+        exact = 3 * x ** 2
+        diagnose(_gradient_array(got, x, "numerical_gradient(f, x, h=0.1)"), exact + 0.01, [
+            (exact, "use the step h passed in (h=...), not a fixed value"),
+            (exact + 3 * x * 0.1 + 0.01, "this is the forward difference: use x[i] + h and "
+                                         "x[i] - h, divided by 2h"),
+        ], "for f = sum(x^3) a central difference with step h gives 3x^2 + h^2 exactly",
+            what="numerical_gradient(f, x, h=0.1) for f = sum(x^3)", rtol=1e-9, atol=1e-12)
+
+    with stage("the default step h = 1e-5"):
+        x = np.array([1.0])
+
+        def run(record):
+            _call_gradient(fn, lambda: record(x), x)
+
+        h = _default_step(run)
+        if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
+            raise CheckFailed(f"called without h, your function evaluates f at x[i] +- {h:.3g}, "
+                              f"not x[i] +- 1e-5", _step_hint(h))
+
+    with stage("every entry of a 2-D x"):
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((3, 4))
+        c = rng.standard_normal((3, 4))
+        f = lambda: float(np.sum(np.tanh(x) * c))       # noqa: E731
+        want = (1 - np.tanh(x) ** 2) * c
+        got = _call_gradient(fn, f, x)
+        by_rows = np.repeat(want.sum(axis=1, keepdims=True), 4, axis=1)
+        diagnose(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3, 4)"), want,
+                 [(by_rows, ROWS)], "entry (i, j) changes x[i, j] alone, by +h and by -h",
+                 what="numerical_gradient(f, x) for f = sum(tanh(x) * c), x of shape (3, 4),",
+                 rtol=1e-7, atol=1e-10)
+
+    with stage("edge cases: a 3-D x, a constant f, f returning a 0-d array"):
+        x = np.arange(8.0).reshape(2, 2, 2) / 4
+        got = _call_gradient(fn, lambda: np.asarray(np.sum(x ** 2)), x)
+        expect_close(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (2, 2, 2)"),
+                     2 * x, what="the gradient of sum(x^2) over a (2, 2, 2) array",
+                     hint=ROWS.replace("two axes", "three axes"), rtol=1e-7, atol=1e-10)
+        x = np.array([3.0, -1.0])
+        got = _call_gradient(fn, lambda: 4.0, x)
+        expect_close(_gradient_array(got, x, "numerical_gradient(lambda: 4.0, x)"), np.zeros(2),
+                     what="the gradient of a constant", atol=0.0,
+                     hint="both evaluations of a constant f give the same value: each entry is 0")
