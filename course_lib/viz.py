@@ -487,25 +487,6 @@ def gradient_check(analytic, numerical, name="gradient", floor=1e-8, figsize=(11
 
 # ---- notebook 02 ----
 
-def gradient_error_pair(right, wrong, numerical, row_labels, names=("right", "wrong"),
-                        title="Per-entry relative error against central differences",
-                        figsize=(10, 4.2)) -> Figure:
-    """Two heatmaps side by side: the per-entry relative error of a right and a wrong gradient
-    (R, C) against the same numerical estimate, on one colour scale from 0 to 1."""
-    from .gradcheck import elementwise_rel_error
-    fig = new_figure(figsize)
-    with style():
-        axes = fig.subplots(1, 2)
-    cols = [str(c) if c % 8 == 0 else "" for c in range(np.shape(numerical)[1])]
-    for ax, grad, name in ((axes[0], right, names[0]), (axes[1], wrong, names[1])):
-        heatmap(elementwise_rel_error(grad, numerical), row_labels, cols, title=name,
-                cbar_label="relative error", ax=ax, xlabel="column c", ylabel="row",
-                vmin=0, vmax=1)
-    with style():
-        fig.suptitle(title)
-    return fig
-
-
 def draw_sinusoid_pair(ax, i, d_model=64, seq_len=8, span=40):
     """Draw pair i of the sinusoidal table (columns 2i: sin, 2i+1: cos) over `span` positions,
     with dots at the positions 0..seq_len-1 a model of that length sees (for slider_plot)."""
@@ -702,9 +683,11 @@ def attention_with_entropy(fig, A, labels, title="attention weights"):
     return fig
 
 
-def gradient_error_maps(grads, numerical, row_labels, col_labels, title, figsize=(10, 4)) -> Figure:
-    """Notebook 03: per-element log10 relative error of each gradient in `grads` (dict name ->
-    array (R, C)) against the same numerical gradient, side by side on one colour scale."""
+def gradient_error_maps(grads, numerical, row_labels, col_labels, title, *, xlabel="column",
+                        ylabel="row", figsize=(10, 4)) -> Figure:
+    """log10 of the per-element relative error of each gradient in `grads` (dict name ->
+    array (R, C)) against the same numerical gradient (R, C), side by side on one colour scale
+    from 1e-16 to 1: a right gradient is dark everywhere, a wrong one lights up where it is wrong."""
     from .gradcheck import elementwise_rel_error
     fig = new_figure(figsize)
     with style():
@@ -712,7 +695,7 @@ def gradient_error_maps(grads, numerical, row_labels, col_labels, title, figsize
     for ax, (name, grad) in zip(axes, grads.items()):
         e = elementwise_rel_error(grad, numerical)
         heatmap(np.log10(np.maximum(e, 1e-16)), row_labels, col_labels, name, "log10 relative error",
-                ax=ax, vmin=-16, vmax=0, xlabel="score column (key)", ylabel="score row (query)")
+                ax=ax, vmin=-16, vmax=0, xlabel=xlabel, ylabel=ylabel)
     with style():
         fig.suptitle(title)
     return fig

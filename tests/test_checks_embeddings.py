@@ -429,7 +429,7 @@ def test_embed_backward_float32_accumulator_is_named_as_a_dtype_problem(capsys):
         return dE
     result = assert_rejects(check_embed_backward, float32_buffer, capsys,
                             "tokens repeated across the batch", "float32")
-    assert "float64" in result.hint and "accumulate" in result.hint
+    assert "float64" in result.hint and "accumulator" in result.hint
     assert "got " in result.message and "expected " in result.message
 
 

@@ -148,8 +148,9 @@ def call(fn, *args, **kwargs):
     for name, before, after in zip(_argument_names(fn, len(args), kwargs), originals, copies):
         if isinstance(before, np.ndarray) and not np.array_equal(before, after, equal_nan=True):
             raise CheckFailed(f"your function changed its input `{name}` in place",
-                              hint=f"work on a new array (e.g. `{name} - m`, not `{name} -= m`; "
-                                   f"or `{name}.copy()` first): the caller still needs `{name}`")
+                              hint=f"the caller still needs `{name}` as it was: compute a new array "
+                                   f"(`y = {name} - 1`, not `{name} -= 1` or `{name}[...] = ...`), "
+                                   f"or start from `{name}.copy()`")
     return result
 
 
@@ -230,8 +231,9 @@ def _dtype_hint(value, arr, expected):
     scale = np.max(np.abs(expected)) if expected.size else 0.0
     if np.allclose(arr, expected, rtol=tol, atol=tol * scale):
         return (f"a dtype problem, not a formula problem: your result is {dtype}, right to its "
-                f"precision, but the inputs are float64. Compute (and accumulate) in the inputs' dtype: "
-                f"np.zeros(..., dtype=np.float32) or .astype(np.float32) keeps about 7 digits")
+                f"precision, but float64 is expected. {dtype} keeps only about "
+                f"{np.finfo(dtype).precision} digits: no np.zeros(..., dtype=np.{dtype}) accumulator, "
+                f"no .astype(np.{dtype})")
     return None
 
 
