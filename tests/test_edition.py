@@ -256,10 +256,26 @@ def test_cli(tmp_path):
     assert broken.stderr.startswith("error: 02_bad.ipynb: cell 0:") and "Traceback" not in broken.stderr
 
 
+def _leaked_solution_lines(instructor, student):
+    """Lines of a solution (16+ characters) that the instructor edition has only inside solution
+    regions and that the student edition still contains, anywhere."""
+    regions, outside = [], []
+    for cell in instructor.cells:
+        parts = re.split(r"### (?:BEGIN|END) SOLUTION", cell.source)
+        regions += parts[1::2]
+        outside += parts[0::2]
+    elsewhere = "\n".join(outside)
+    lines = {line.split("#")[0].strip() for region in regions for line in region.splitlines()}
+    lines = {t for t in lines if len(t) >= 16 and t not in elsewhere}
+    text = "\n".join(cell.source for cell in student.cells)
+    return sorted(t for t in lines if t in text)
+
+
 @pytest.mark.skipif(not NOTEBOOKS, reason=f"no notebooks in {ROOT / 'notebooks'} yet")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_student_edition_of_course_notebook_runs(path, tmp_path):
-    """The stubs raise NotImplementedError; the checkers must turn that into 'not done yet'."""
+    """No line of a solution is left; the stubs raise NotImplementedError, and the checkers
+    turn that into 'not done yet', so the notebook runs top to bottom."""
     import nbclient
 
     src = tmp_path / "src"
@@ -267,6 +283,7 @@ def test_student_edition_of_course_notebook_runs(path, tmp_path):
     (src / path.name).write_bytes(path.read_bytes())
     n = make_student_edition(src, tmp_path / "student", verbose=False)[path.name]
     nb = nbformat.read(tmp_path / "student" / path.name, as_version=4)
+    assert not _leaked_solution_lines(nbformat.read(path, as_version=4), nb)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(tmp_path / "student")}})
     try:
