@@ -32,7 +32,7 @@ def attention(Q, K, V):
 
 
 def softmax_backward(dy, y):
-    """dx = y * (dy - sum_j dy_j y_j) per row. dy, y (N, K) -> dx (N, K)."""
+    """dy, y: (N, n) -> dz: (N, n), row by row."""
     return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))
 
 
@@ -334,7 +334,7 @@ def test_attention_returns_only_out(capsys):
     assert "2 arrays" in r.message
 
 
-# ---- Exercise 3.3: softmax backward --------------------------------------------------------
+# ---- Exercise 3.4: softmax backward --------------------------------------------------------
 
 @pytest.mark.parametrize("wrong, hint", [
     (lambda dy, y: dy * y, "only the diagonal term"),
@@ -366,11 +366,11 @@ def test_softmax_backward_explicit_jacobian_passes(capsys):
 
 def test_softmax_backward_wrong_shape(capsys):
     r = assert_rejects(cl.checks.check_softmax_backward, lambda dy, y: softmax_backward(dy, y).sum(axis=0),
-                       capsys, "shapes", "shape of x")
+                       capsys, "shapes", "shape of z")
     assert "expected (2, 3)" in r.message
 
 
-# ---- Exercise 3.4: single-head attention backward ------------------------------------------
+# ---- Exercise 3.6: single-head attention backward ------------------------------------------
 
 def _backward_with(scale=lambda D: 1 / np.sqrt(D), smb=softmax_backward, dk_transpose=True):
     def fn(dout, Q, K, V, A):
@@ -581,3 +581,65 @@ _SAMPLE_ARGS = {
     "attention_backward": (_RNG.standard_normal((3, 4)),) + tuple(_RNG.standard_normal((3, 4)) for _ in range(3))
     + (np.full((3, 3), 1 / 3),),
 }
+
+
+# ---- misdiagnoses fixed after the learner's review -----------------------------------------
+
+def test_attention_outputs_swapped(capsys):
+    """return A, out: named as the swapped pair, not as a wrong shape of A."""
+    r = assert_rejects(cl.checks.check_single_head_attention,
+                       lambda Q, K, V: attention(Q, K, V)[::-1], capsys,
+                       "returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)",
+                       "you seem to return (A, out); return (out, A)")
+    assert r.message.startswith("out has shape (3, 5)")
+
+
+def test_attention_backward_da_transposed(capsys):
+    """dA = V @ dout.T is (T_k, T_q): the broadcast against A fails, and the hint names dA,
+    not keepdims."""
+    def wrong(dout, Q, K, V, A):
+        D = Q.shape[-1]
+        dV = A.T @ dout
+        dA = V @ dout.T
+        dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))
+        return dS @ K / np.sqrt(D), dS.T @ Q / np.sqrt(D), dV
+
+    r = assert_rejects(cl.checks.check_single_head_attention_backward, wrong, capsys,
+                       "returns (dQ, dK, dV) with the shapes of Q, K, V", "dA = dout @ V.T")
+    assert "(T_k, T_q)" in r.hint and "keepdims" not in r.hint
+
+
+def test_attention_backward_without_keepdims_is_still_told_keepdims(capsys):
+    def wrong(dout, Q, K, V, A):
+        D = Q.shape[-1]
+        dA = dout @ V.T
+        dS = A * (dA - np.sum(dA * A, axis=-1))
+        return dS @ K / np.sqrt(D), dS.T @ Q / np.sqrt(D), A.T @ dout
+
+    assert_rejects(cl.checks.check_single_head_attention_backward, wrong, capsys,
+                   "returns (dQ, dK, dV) with the shapes of Q, K, V", "keepdims=True")
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_backward_with(scale=lambda D: np.sqrt(D)), "hand-checkable case: uniform attention",
+     "divide by sqrt(D), do not multiply"),
+    (_backward_with(smb=lambda d, y: y * (d - np.sum(d, axis=-1, keepdims=True))),
+     "hand-checkable case: uniform attention", "the sum is weighted by y (here A)"),
+    (_backward_with(smb=lambda d, y: y * (d - np.sum(d * y))),
+     "hand-checkable case: uniform attention", "one number per ROW"),
+    (_backward_with(smb=lambda d, y: y * (d - np.sum(d))),
+     "hand-checkable case: uniform attention", "the sum is weighted by y (here A)"),
+])
+def test_attention_backward_rejects_after_review(wrong, stage, hint, capsys):
+    r = assert_rejects(cl.checks.check_single_head_attention_backward, wrong, capsys, stage, hint)
+    assert r.message.startswith("dQ is wrong")
+
+
+def test_attention_backward_dk_multiplied_by_sqrt_d(capsys):
+    def wrong(dout, Q, K, V, A):
+        dQ, dK, dV = attention_backward(dout, Q, K, V, A)
+        return dQ, dK * Q.shape[-1], dV
+
+    r = assert_rejects(cl.checks.check_single_head_attention_backward, wrong, capsys, "random cases",
+                       "divide by sqrt(D), do not multiply")
+    assert r.message.startswith("dK is wrong")

@@ -2,10 +2,11 @@
 
     cl.checks.check_stable_softmax(softmax)                      # Exercise 3.1: row-wise softmax
     cl.checks.check_single_head_attention(attention)             # Exercise 3.2: (out, A)
-    cl.checks.check_softmax_backward(softmax_backward)           # Exercise 3.4: dx = y * (dy - sum(dy * y))
-    cl.checks.check_single_head_attention_backward(attention_backward)  # Exercise 3.5: dQ, dK, dV
+    cl.checks.check_softmax_backward(softmax_backward)           # Exercise 3.4: dz = y * (dy - sum(dy * y))
+    cl.checks.check_single_head_attention_backward(attention_backward)  # Exercise 3.6: dQ, dK, dV
 
-(Exercise 3.3 derives the softmax Jacobian on paper: no checker.)
+(Exercises 3.3 and 3.5 derive the softmax Jacobian and the backward of one head on paper:
+no checker.)
 
 Expected values come from NumPy formulas written here, never from the learner's function.
 When a result is wrong, the checker also computes the usual mistakes and names the one
@@ -18,6 +19,8 @@ about 745 in float64, about 103 in float32) underflows to exp(...) = 0 and 0 / 0
 The checkers include such rows, so the global maximum fails with a hint that says so
 (notebook 03's question on the global maximum says the same).
 """
+import re
+
 import numpy as np
 
 from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
@@ -34,7 +37,7 @@ _KEEPDIMS_HINT = ("a reduction over each row (max or sum with axis=-1) gives sha
 # helpers: reference formulas and mistake diagnosis
 # ----------------------------------------------------------------------------------------
 
-_ROW_DOT_HINT = ("(dy · y) is one number per ROW: for (N, K) arrays it is np.sum(dy * y, axis=-1, "
+_ROW_DOT_HINT = ("(dy · y) is one number per ROW: for (N, n) arrays it is np.sum(dy * y, axis=-1, "
                  "keepdims=True), an (N, 1) column. A matrix product (dy @ y, dy @ y.T, np.dot, np.inner) "
                  "is the one-row formula applied to a whole matrix: it pairs rows with rows or columns, "
                  "not each row of dy with its own row of y")
@@ -46,12 +49,14 @@ def _failing_line(message):
     return tail.partition(": ")[2] if sep else ""
 
 
-def _run(fn, *args, matmul_hint=None, row_dot=False):
+def _run(fn, *args, matmul_hint=None, row_dot=False, broadcast_hint=None):
     """Call the learner's function quietly (overflow warnings are the checker's to explain).
 
     matmul_hint: the hint for a matrix product of mismatched shapes (names the expected shapes).
     row_dot: the function should reduce each row (softmax backward); a matrix product that
     fails, or that breaks broadcasting, is the one-row formula used on (N, K) arrays.
+    broadcast_hint: called with the failure message of a broadcast; its hint, if not None,
+    replaces the keepdims hint (the two shapes may name another bug).
     """
     try:
         with np.errstate(all="ignore"):
@@ -62,7 +67,8 @@ def _run(fn, *args, matmul_hint=None, row_dot=False):
                         or ("broadcast" in e.message and product)):
             raise CheckFailed(e.message, _ROW_DOT_HINT) from None
         if "broadcast" in e.message:
-            raise CheckFailed(e.message, _KEEPDIMS_HINT) from None
+            own = broadcast_hint(e.message) if broadcast_hint else None
+            raise CheckFailed(e.message, own or _KEEPDIMS_HINT) from None
         if matmul_hint and ("matmul" in e.message or "not aligned" in e.message):
             raise CheckFailed(e.message, matmul_hint) from None
         raise
@@ -87,7 +93,7 @@ def _attention(Q, K, V, scale=None):
 
 
 def _softmax_backward(dy, y):
-    """Reference: dx = y * (dy - sum_j dy_j y_j), per row."""
+    """Reference: dz = y * (dy - sum_j dy_j y_j), per row."""
     return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))
 
 
@@ -254,9 +260,17 @@ def _out_mistakes(Q, K, V):
     ]
 
 
+def _expect_not_swapped(out, A, Tq, Tk, Dv):
+    """The pair returned as (A, out): out has A's shape (T_q, T_k) and A has out's (T_q, D_v)."""
+    if Tk != Dv and out.shape == (Tq, Tk) and A.shape == (Tq, Dv):
+        raise CheckFailed(f"out has shape {out.shape} and A {A.shape}: expected out {(Tq, Dv)} "
+                          f"and A {(Tq, Tk)}", hint="you seem to return (A, out); return (out, A)")
+
+
 def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     Tq, Tk, Dv = Q.shape[0], K.shape[0], V.shape[1]
     out, A = _pair(_run(attention, Q, K, V), ["out", "A"], "attention(Q, K, V)")
+    _expect_not_swapped(out, A, Tq, Tk, Dv)
     if A.shape == (Tk, Tq) and Tk != Tq:
         raise CheckFailed(f"A has shape {A.shape}, expected (T_q, T_k) = {(Tq, Tk)}",
                           hint="S = Q @ K.T has one row per query and one column per key; did you compute K @ Q.T?")
@@ -284,6 +298,7 @@ def check_single_head_attention(attention):
         hint = ("here Q is (3, 4), K is (5, 4), V is (5, 2): S = Q @ K.T and A are (3, 5), out = A @ V is "
                 "(3, 2); print the shapes of your intermediate arrays")
         out, A = _pair(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
+        _expect_not_swapped(out, A, 3, 5, 2)
         if A.shape == (5, 3):
             raise CheckFailed("A has shape (5, 3), expected (T_q, T_k) = (3, 5)",
                               hint="S = Q @ K.T has one row per query; did you compute K @ Q.T?")
@@ -329,18 +344,18 @@ def check_single_head_attention(attention):
 # Exercise 3.4: softmax backward (Exercise 3.3 derives it on paper)
 # ----------------------------------------------------------------------------------------
 
-_SMB_HINT = "dx = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)): the Jacobian diag(y) - y y^T applied to dy"
+_SMB_HINT = "dz = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)): the Jacobian diag(y) - y y^T applied to dy"
 
 
 def _smb_mistakes(dy, y):
     return [
         (lambda: dy * y, "dy * y is only the diagonal term y_i dy_i; the off-diagonal entries -y_i y_j of the "
-                         "Jacobian add -y_i * sum_j(dy_j y_j): dx = y * (dy - sum(dy * y))"),
+                         "Jacobian add -y_i * sum_j(dy_j y_j): dz = y * (dy - sum(dy * y))"),
         (lambda: y * (1 - y) * dy, "y * (1 - y) * dy uses only the diagonal of the Jacobian diag(y) - y y^T; "
                                    "every y_j also depends on every x_i (the off-diagonal -y_i y_j): "
-                                   "dx = y * (dy - sum(dy * y))"),
+                                   "dz = y * (dy - sum(dy * y))"),
         (lambda: dy - np.sum(dy * y, axis=-1, keepdims=True),
-         "multiply by y: dx = y * (dy - sum(dy * y))"),
+         "multiply by y: dz = y * (dy - sum(dy * y))"),
         (lambda: y * (dy - np.sum(dy, axis=-1, keepdims=True)),
          "the sum is weighted by y: sum_j dy_j y_j, i.e. np.sum(dy * y, ...), not np.sum(dy)"),
         (lambda: y * (dy - np.sum(dy * y)),
@@ -352,7 +367,7 @@ def _smb_mistakes(dy, y):
         (lambda: y * (dy - np.sum(dy * y, axis=-1)), _KEEPDIMS_HINT),
         (lambda: y * (dy - np.sum(dy * y, axis=0, keepdims=True)),
          "sum over the last axis (each row, axis=-1), not over axis 0"),
-        (lambda: -_softmax_backward(dy, y), "the sign is flipped: dx = y * (dy - sum(dy * y))"),
+        (lambda: -_softmax_backward(dy, y), "the sign is flipped: dz = y * (dy - sum(dy * y))"),
         (lambda: y * (dy - np.mean(dy, axis=-1, keepdims=True)),
          "dy itself need not sum to zero, and the subtracted term is sum(dy * y), not the mean of dy"),
     ]
@@ -360,8 +375,8 @@ def _smb_mistakes(dy, y):
 
 def _check_smb_case(fn, dy, y, rtol=1e-6, atol=1e-9):
     raw = _run(fn, dy, y, row_dot=True)
-    dx = expect_shape(raw, y.shape, hint="dx has the shape of x (and of y and dy): (N, K)")
-    expect_finite(dx, hint=_SMB_HINT)
+    dz = expect_shape(raw, y.shape, hint="dz has the shape of z (and of y and dy): (N, n)")
+    expect_finite(dz, hint=_SMB_HINT)
     return diagnose(raw, _softmax_backward(dy, y), _smb_mistakes(dy, y), _SMB_HINT, rtol=rtol, atol=atol)
 
 
@@ -393,37 +408,67 @@ def check_softmax_backward(fn):
         except CheckFailed as e:  # on (2, 3) it fails; on (3, 3) it may run: see what it computes
             hint = _square_probe(fn) if e.message.startswith("your function raised") else None
             raise CheckFailed(e.message, hint or e.hint) from None
-        expect_shape(out, (2, 3), hint="dx has the shape of x (and of y and dy): (N, K)")
+        expect_shape(out, (2, 3), hint="dz has the shape of z (and of y and dy): (N, n)")
     with stage("hand-checkable case"):
-        # row 0: y = [1/2, 1/2], dy = [1, 0]: sum(dy * y) = 1/2, dx = [1/2 * 1/2, 1/2 * (-1/2)] = [0.25, -0.25]
-        # row 1: y = [1/4, 3/4], dy = [1, 2]: sum(dy * y) = 7/4, dx = [1/4 * (-3/4), 3/4 * 1/4] = [-0.1875, 0.1875]
+        # row 0: y = [1/2, 1/2], dy = [1, 0]: sum(dy * y) = 1/2, dz = [1/2 * 1/2, 1/2 * (-1/2)] = [0.25, -0.25]
+        # row 1: y = [1/4, 3/4], dy = [1, 2]: sum(dy * y) = 7/4, dz = [1/4 * (-3/4), 3/4 * 1/4] = [-0.1875, 0.1875]
         _check_smb_case(fn, np.array([[1.0, 0.0], [1.0, 2.0]]), np.array([[0.5, 0.5], [0.25, 0.75]]))
-    with stage("constant dy gives dx = 0"):
+    with stage("constant dy gives dz = 0"):
         # the outputs always sum to 1, so a loss weighting them all alike cannot change
         y = _softmax(rng.standard_normal((1, 4)))
-        dx = _run(fn, np.full((1, 4), 3.0), y, row_dot=True)
-        expect_shape(dx, (1, 4), hint="dx has the shape of x: (N, K)")
-        diagnose(dx, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
-                  "a constant dy must give dx = 0: shifting every y_j alike is impossible, they sum to 1")
+        dz = _run(fn, np.full((1, 4), 3.0), y, row_dot=True)
+        expect_shape(dz, (1, 4), hint="dz has the shape of z: (N, n)")
+        diagnose(dz, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
+                  "a constant dy must give dz = 0: shifting every y_j alike is impossible, they sum to 1")
     with stage("random rows (dy need not sum to zero)"):
         for shape in ((4, 6), (3, 2), (1, 8)):
             y = _softmax(2.0 * rng.standard_normal(shape))
-            dy = rng.standard_normal(shape) + 1.5  # its rows sum far from zero; dx's rows sum to zero
+            dy = rng.standard_normal(shape) + 1.5  # its rows sum far from zero; dz's rows sum to zero
             _check_smb_case(fn, dy, y)
     with stage("edge cases: one-hot row, one column, float32"):
-        _check_smb_case(fn, rng.standard_normal((1, 3)), np.array([[1.0, 0.0, 0.0]]))  # saturated: dx = 0
-        _check_smb_case(fn, rng.standard_normal((3, 1)), np.ones((3, 1)))             # dx = 0
+        _check_smb_case(fn, rng.standard_normal((1, 3)), np.array([[1.0, 0.0, 0.0]]))  # saturated: dz = 0
+        _check_smb_case(fn, rng.standard_normal((3, 1)), np.ones((3, 1)))             # dz = 0
         y32 = _softmax(rng.standard_normal((8, 8))).astype(np.float32)
         dy32 = rng.standard_normal((8, 8)).astype(np.float32)
         _check_smb_case(fn, dy32, y32, rtol=1e-4, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 3.5: single-head attention backward
+# Exercise 3.6: single-head attention backward (Exercise 3.5 derives it on paper)
 # ----------------------------------------------------------------------------------------
 
 def _diag_only(dy, y):
     return y * (1 - y) * dy
+
+
+def _unweighted_row_sum(dy, y):
+    return y * (dy - np.sum(dy, axis=-1, keepdims=True))
+
+
+def _unweighted_global_sum(dy, y):
+    return y * (dy - np.sum(dy))
+
+
+def _global_sum(dy, y):
+    return y * (dy - np.sum(dy * y))
+
+
+_WEIGHTED_SUM_HINT = ("the sum is weighted by y (here A): sum_j dA_tj A_tj, i.e. "
+                      "np.sum(dA * A, axis=-1, keepdims=True), not np.sum(dA, ...); "
+                      "dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))")
+_GLOBAL_SUM_HINT = ("(dA · A) is one number per ROW (per query), not one for the whole array: "
+                    "np.sum(dA * A, axis=-1, keepdims=True) sums each row separately")
+
+
+def _transposed_da_hint(Tq, Tk):
+    """Hint for a broadcast of (T_k, T_q) against (T_q, T_k): dA computed as V @ dout.T."""
+    def hint(message):
+        shapes = set(re.findall(r"\((\d+),\s*(\d+)\)", message))
+        if {(str(Tq), str(Tk)), (str(Tk), str(Tq))} <= shapes:
+            return (f"dA has shape (T_k, T_q) = {(Tk, Tq)} but A is (T_q, T_k) = {(Tq, Tk)}: "
+                    f"dA = dout @ V.T (dA_ts = do_t · v_s, one row per query)")
+        return None
+    return hint
 
 
 def _dq_mistakes(dout, Q, K, V, A):
@@ -433,6 +478,14 @@ def _dq_mistakes(dout, Q, K, V, A):
          "the scores were divided by sqrt(D), so their gradient carries the same factor: dQ = dS @ K / sqrt(D)"),
         (lambda: _attention_backward(dout, Q, K, V, A, scale=1.0 / D)[0],
          "divide by sqrt(D), not by D: dQ = dS @ K / np.sqrt(D)"),
+        (lambda: _attention_backward(dout, Q, K, V, A, scale=np.sqrt(D))[0],
+         "divide by sqrt(D), do not multiply: dQ = dS @ K / np.sqrt(D)"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_unweighted_row_sum)[0],
+         _WEIGHTED_SUM_HINT),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_unweighted_global_sum)[0],
+         _WEIGHTED_SUM_HINT),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_global_sum)[0],
+         _GLOBAL_SUM_HINT),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[0],
          "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: d * y)[0],
@@ -450,6 +503,7 @@ def _dk_mistakes(dout, Q, K, V, A):
     return [
         (lambda: dS.T @ Q, "the scores were divided by sqrt(D): dK = dS.T @ Q / sqrt(D)"),
         (lambda: dS.T @ Q / D, "divide by sqrt(D), not by D: dK = dS.T @ Q / np.sqrt(D)"),
+        (lambda: dS.T @ Q * np.sqrt(D), "divide by sqrt(D), do not multiply: dK = dS.T @ Q / np.sqrt(D)"),
         (lambda: dS @ Q / np.sqrt(D), "key s collects from every query t: dK = dS.T @ Q / sqrt(D) (transpose dS)"),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[1],
          "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
@@ -487,7 +541,7 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
               what="dK", rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.5", "single-head attention backward")
+@checker("Exercise 3.6", "single-head attention backward")
 def check_single_head_attention_backward(fn):
     rng = np.random.default_rng(34)
     with stage("returns (dQ, dK, dV) with the shapes of Q, K, V"):
@@ -496,8 +550,9 @@ def check_single_head_attention_backward(fn):
         A = _attention(Q, K, V)[1]
         hint = ("here dout is (3, 2), Q (3, 4), K (5, 4), V (5, 2), A (3, 5): dV = A.T @ dout is (5, 2), "
                 "dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
-        dQ, dK, dV = _pair(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint), ["dQ", "dK", "dV"],
-                           "attention_backward(dout, Q, K, V, A)")
+        dQ, dK, dV = _pair(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint,
+                                broadcast_hint=_transposed_da_hint(3, 5)),
+                           ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
         for arr, name, shape in ((dQ, "dQ", (3, 4)), (dK, "dK", (5, 4)), (dV, "dV", (5, 2))):
             expect_shape(arr, shape, what=name,
                          hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "
