@@ -203,18 +203,21 @@ def answer_else_min(op, digits):
     return min(a, b, c)
 
 
+RIGHT = _answer_with()        # a hand-written rule: the checker takes cl.task.answer away
+
+
 def answer_token_id(op, digits):
-    return task.answer(op, tuple(digits)) + 2
+    return RIGHT(op, tuple(digits)) + 2
 
 
 def answer_text(op, digits):
-    return str(task.answer(op, tuple(digits)))
+    return str(RIGHT(op, tuple(digits)))
 
 
 def answer_tuple_only(op, digits):
     if not isinstance(digits, tuple):
         raise TypeError("digits must be a tuple")
-    return task.answer(op, digits)
+    return RIGHT(op, digits)
 
 
 def test_answer_reference_passes(capsys):
@@ -238,11 +241,11 @@ def test_answer_rejects_bugs(fn, stage, hint, capsys):
 
 
 def answer_float(op, digits):
-    return float(task.answer(op, tuple(digits)))
+    return float(RIGHT(op, tuple(digits)))
 
 
 def answer_forgets_return(op, digits):
-    task.answer(op, tuple(digits))
+    RIGHT(op, tuple(digits))
 
 
 def test_answer_float_is_not_told_to_return(capsys):
@@ -588,3 +591,129 @@ def test_other_exception_is_a_failed_result(check, capsys):
 def test_passing_a_result_instead_of_a_function(check, capsys):
     result = check(42)
     assert not result.passed and "pass your function itself" in capsys.readouterr().out
+
+
+# ---- the library's own functions cannot stand in for the learner's (review fixes) -------------
+
+from course_lib.task import answer as imported_answer    # noqa: E402
+from course_lib.task import encode as imported_encode    # noqa: E402
+
+
+def answer_with_library(op, digits):
+    return cl.task.answer(op, digits)
+
+
+def answer_imported(op, digits):
+    return imported_answer(op, tuple(digits))
+
+
+def encode_imported(text):
+    return imported_encode(text)
+
+
+def _closure_encoder():
+    enc = cl.task.encode
+
+    def my_encode(text):
+        return enc(text)
+    return my_encode
+
+
+def encode_default_argument(text, enc=cl.task.encode):
+    return enc(text)
+
+
+@pytest.mark.parametrize("fn", [answer_with_library, answer_imported])
+def test_answer_calling_the_library_is_rejected(fn, capsys):
+    result = assert_rejects(check_answer, fn, capsys, "the example Max(1,6,2)",
+                            "compare op with the five names")
+    assert result.message == "your function calls cl.task.answer: write the rule yourself"
+    assert task.answer("Max", (1, 6, 2)) == 6           # restored afterwards
+
+
+@pytest.mark.parametrize("fn", [encode_imported, _closure_encoder(), encode_default_argument])
+def test_encode_holding_the_library_function_is_rejected(fn, capsys):
+    result = assert_rejects(check_encode, fn, capsys, "the example Max(1,6,2)", "cl.task.VOCAB")
+    assert "calls cl.task.encode" in result.message
+
+
+def test_importing_encode_elsewhere_does_not_fail_a_handwritten_encoder(capsys):
+    assert_passes(check_encode, REFERENCES["my_encode"], capsys, 5)
+
+
+# ---- numerical gradient: all zeros, x.size on a 2-D x; float32 central difference -------------
+
+def gradient_moves_a_copy(f, x, h=1e-5):
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        xc = x.copy()
+        xc[idx] += h
+        f_plus = f()
+        xc[idx] -= 2 * h
+        f_minus = f()
+        grad[idx] = (f_plus - f_minus) / (2 * h)
+    return grad
+
+
+def gradient_unfilled(f, x, h=1e-5):
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + h
+        f_plus = f()
+        x[idx] = old - h
+        f_minus = f()
+        x[idx] = old
+        (f_plus - f_minus) / (2 * h)            # computed, never stored
+    return grad
+
+
+def gradient_loops_over_size(f, x, h=1e-5):
+    grad = np.zeros_like(x)
+    for i in range(x.size):
+        old = x[i].copy()
+        x[i] = old + h
+        f_plus = f()
+        x[i] = old - h
+        f_minus = f()
+        x[i] = old
+        grad[i] = (f_plus - f_minus) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("fn", [gradient_moves_a_copy, gradient_unfilled])
+def test_numerical_gradient_all_zeros_gets_the_in_place_hint(fn, capsys):
+    result = assert_rejects(check_numerical_gradient, fn, capsys,
+                            "returns an array shaped like x, x restored", "all zeros")
+    assert "in place, not a copy" in result.hint and "precedence" not in result.hint
+
+
+def test_precedence_candidate_is_left_out_when_it_cannot_be_told_from_zero():
+    from course_lib.checks.tokens import _formula_mistakes
+    want = np.array([3.0, -2.0])
+    hints = lambda m: " ".join(h for _, h in m)        # noqa: E731
+    assert "precedence" not in hints(_formula_mistakes(want, 1e-5, atol=1e-9))
+    assert "precedence" in hints(_formula_mistakes(want, 1e-5, atol=1e-12))
+
+
+def test_numerical_gradient_x_size_loop_gets_the_ndindex_hint(capsys):
+    result = assert_rejects(check_numerical_gradient, gradient_loops_over_size, capsys,
+                            "every entry of a 2-D x", "x.size is not len(x)")
+    assert "IndexError" in result.message and "np.ndindex(x.shape)" in result.hint
+
+
+def central_difference_float32(f, x, h=1e-5):
+    return np.float32((f(x + h) - f(x - h)) / (2 * h))
+
+
+def central_difference_rounded_through_float32(f, x, h=1e-5):
+    return float(np.float32((f(x + h) - f(x - h)) / (2 * h)))
+
+
+@pytest.mark.parametrize("fn, stage", [
+    (central_difference_float32, "returns one number"),
+    (central_difference_rounded_through_float32, "a cubic: error h^2 f'''/6, with the h you are given"),
+])
+def test_central_difference_float32_is_named(fn, stage, capsys):
+    result = assert_rejects(check_central_difference, fn, capsys, stage, "float32")
+    assert "float64" in result.hint

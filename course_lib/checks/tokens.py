@@ -75,22 +75,74 @@ def _encode_hint(got, want, text):
 
 
 class _LibraryUsed(Exception):
-    """Raised by the stand-in for cl.task.encode while check_encode runs."""
+    """Raised by the stand-in for a cl.task function while a checker runs the learner's."""
 
 
 @contextlib.contextmanager
-def _without_library_encode():
-    """While the learner's encoder runs, cl.task.encode is not available."""
-    original = task.encode
+def _without_library(name):
+    """While the learner's function runs, cl.task.<name> is not available."""
+    original = getattr(task, name)
 
     def refuse(*args, **kwargs):
         raise _LibraryUsed()
 
-    task.encode = refuse
+    setattr(task, name, refuse)
     try:
         yield
     finally:
-        task.encode = original
+        setattr(task, name, original)
+
+
+def _without_library_encode():
+    return _without_library("encode")
+
+
+def _code_names(code):
+    """The global names a code object and the functions nested in it may load."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _code_names(const)
+    return names
+
+
+def _holds_reference(fn, original):
+    """True when fn can reach `original` without going through the module cl.task: a name
+    bound by `from course_lib.task import encode` (or `enc = cl.task.encode`), a closure
+    cell or a default argument. The module attribute itself is guarded by _without_library."""
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    fn = getattr(fn, "__func__", fn)          # a bound method
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    glob = getattr(fn, "__globals__", {}) or {}
+    values = [glob[n] for n in _code_names(code) if n in glob]
+    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+               if _cell_filled(c)]
+    values += list(getattr(fn, "__defaults__", None) or ())
+    values += list((getattr(fn, "__kwdefaults__", None) or {}).values())
+    return any(v is original for v in values)
+
+
+def _cell_filled(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+_ORIGINAL = {"encode": task.encode, "answer": task.answer}   # before any stand-in
+
+
+def _refuse_reference(fn, name, message, hint):
+    """Fail when fn holds cl.task.<name> itself, which _without_library cannot take away."""
+    if _holds_reference(fn, _ORIGINAL[name]):
+        raise CheckFailed(message, hint)
+
+
+ENCODE_USED = "your function calls cl.task.encode: this exercise asks you to write the tokenizer yourself"
+ANSWER_USED = "your function calls cl.task.answer: write the rule yourself"
 
 
 def _call_encode(fn, text, hint):
@@ -99,8 +151,7 @@ def _call_encode(fn, text, hint):
         return call(fn, text)
     except CheckFailed as e:
         if "_LibraryUsed" in e.message:
-            raise CheckFailed("your function calls cl.task.encode: this exercise asks you to write the "
-                              "tokenizer yourself", hint="use cl.task.VOCAB to find each piece's id") from None
+            raise CheckFailed(ENCODE_USED, hint="use cl.task.VOCAB to find each piece's id") from None
         lookup_failed = e.message.startswith(("your function raised KeyError", "your function raised ValueError"))
         raise CheckFailed(f"my_encode({text!r}): {e.message}", hint if lookup_failed else e.hint) from None
 
@@ -119,6 +170,8 @@ def check_encode(fn):
 
     with _without_library_encode():
         with stage("the example Max(1,6,2)"):
+            _refuse_reference(fn, "encode", ENCODE_USED, "use cl.task.VOCAB to find each piece's id, "
+                              "and do not import encode from course_lib.task")
             got = _id_list(_call_encode(fn, example, WHOLE), example)
             if got != want[example]:
                 raise CheckFailed(f"my_encode({example!r}) = {got}, expected {want[example]}",
@@ -156,8 +209,7 @@ def check_encode(fn):
                         returned_hint="text that matches no vocabulary entry (text is case-sensitive) must "
                                       "raise ValueError, not be skipped")
                 except _LibraryUsed:
-                    raise CheckFailed("your function calls cl.task.encode: this exercise asks you to write "
-                                      "the tokenizer yourself", hint="use cl.task.VOCAB") from None
+                    raise CheckFailed(ENCODE_USED, hint="use cl.task.VOCAB") from None
 
 
 # ------------------------------------------------------------ Exercise 1.2 ---
@@ -194,10 +246,24 @@ def _digit(value, op, digits):
     return int(value)
 
 
-def _check_answers(fn, cases):
-    for op, digits in cases:
-        want = task.answer(op, tuple(int(d) for d in digits))
-        got = _digit(call(fn, op, digits), op, digits)
+def _expected(cases):
+    """(op, digits, answer) from cl.task.answer, computed before the learner's function runs."""
+    return [(op, digits, task.answer(op, tuple(int(d) for d in digits))) for op, digits in cases]
+
+
+def _call_answer(fn, op, digits):
+    try:
+        return call(fn, op, digits)
+    except CheckFailed as e:
+        if "_LibraryUsed" in e.message:
+            raise CheckFailed(ANSWER_USED, hint="compare op with the five names and return "
+                                                "digits[0], digits[1], ... or max/min") from None
+        raise
+
+
+def _check_answers(fn, expected):
+    for op, digits, want in expected:
+        got = _digit(_call_answer(fn, op, digits), op, digits)
         if got != want:
             hint = _OP_HINTS[op]
             if got == want + 2 and got not in [int(d) for d in digits]:
@@ -208,27 +274,42 @@ def _check_answers(fn, cases):
 
 @checker("Exercise 1.2", "the answer rule")
 def check_answer(fn):
-    """my_answer(op, digits) -> the answer digit of op over three digits."""
-    with stage("the example Max(1,6,2)"):
-        _check_answers(fn, [("Max", (1, 6, 2))])
+    """my_answer(op, digits) -> the answer digit of op over three digits, written without
+    cl.task.answer (its expected values are computed first; then it is taken away)."""
+    example = _expected([("Max", (1, 6, 2))])
+    one_each = _expected([(op, (3, 8, 4)) for op in task.OPERATIONS])
+    every = _expected(task.all_problems())
+    containers = _expected([("Min", [4, 2, 8]), ("Last", np.array([4, 2, 8])),
+                            ("Max", np.array([4, 9, 8]))])
 
-    with stage("one case per operation"):
-        _check_answers(fn, [(op, (3, 8, 4)) for op in task.OPERATIONS])
+    with _without_library("answer"):
+        with stage("the example Max(1,6,2)"):
+            _refuse_reference(fn, "answer", ANSWER_USED, "compare op with the five names, and do "
+                              "not import answer from course_lib.task")
+            _check_answers(fn, example)
 
-    with stage("all 5,000 problems"):
-        _check_answers(fn, task.all_problems())
+        with stage("one case per operation"):
+            _check_answers(fn, one_each)
 
-    with stage("digits as a list or an array"):
-        _check_answers(fn, [("Min", [4, 2, 8]), ("Last", np.array([4, 2, 8])), ("Max", np.array([4, 9, 8]))])
+        with stage("all 5,000 problems"):
+            _check_answers(fn, every)
 
-    with stage("an unknown operation raises ValueError"):
-        for op in ("Sum", "max"):
-            expect_value_error(
-                fn, (op, (1, 2, 3)), f"my_answer({op!r}, (1, 2, 3))",
-                raised_hint="check `op` against the five names first and raise "
-                            "ValueError('unknown operation ...') yourself",
-                returned_hint="an `else:` branch that returns a digit hides typos in the operation "
-                              "name: raise ValueError for anything but the five operations")
+        with stage("digits as a list or an array"):
+            _check_answers(fn, containers)
+
+        with stage("an unknown operation raises ValueError"):
+            for op in ("Sum", "max"):
+                try:
+                    expect_value_error(
+                        fn, (op, (1, 2, 3)), f"my_answer({op!r}, (1, 2, 3))",
+                        passthrough=(_LibraryUsed,),
+                        raised_hint="check `op` against the five names first and raise "
+                                    "ValueError('unknown operation ...') yourself",
+                        returned_hint="an `else:` branch that returns a digit hides typos in the "
+                                      "operation name: raise ValueError for anything but the five "
+                                      "operations")
+                except _LibraryUsed:
+                    raise CheckFailed(ANSWER_USED, hint="compare op with the five names") from None
 
 
 # ------------------------------------------------------------ Exercise 1.4 ---
@@ -268,10 +349,18 @@ def _number(value, what):
     if arr.size != 1:
         raise CheckFailed(f"{what} returned an array of shape {arr.shape}, but one number was expected",
                           hint="x is a single number here: f(x + h) and f(x - h) are numbers too")
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+        raise CheckFailed(f"{what} returned a {dtype} number, but a float64 one was expected",
+                          hint=F32_HINT)
     out = float(arr.reshape(()))
     if not math.isfinite(out):
         raise CheckFailed(f"{what} returned {out}", hint="is the step h zero, or is h used in the denominator?")
     return out
+
+
+F32_HINT = ("float32 keeps about 7 digits, which rounds away most of f(x + h) - f(x - h) at "
+            "h = 1e-5: compute and return in float64 (no np.float32, no dtype=np.float32)")
 
 
 def _default_step(run):
@@ -344,8 +433,12 @@ def check_central_difference(fn):
             want = 3.0 + h * h   # 3x^2 + h^2 f'''(x)/6 at x = 1, exactly
             got = _number(call(fn, cube, 1.0, h=h), f"central_difference(f, 1.0, h={h})")
             if abs(got - want) > 1e-12 * want:
-                hint = ("use the step h passed in (h=...), not a fixed value" if abs(got - 3.0) < 1e-6
-                        else _diagnose(got, cube, 1.0, h, 3.0))
+                if abs(got - want) <= 2e-7 * want:      # right to float32's 7 digits only
+                    hint = F32_HINT
+                elif abs(got - 3.0) < 1e-6:
+                    hint = "use the step h passed in (h=...), not a fixed value"
+                else:
+                    hint = _diagnose(got, cube, 1.0, h, 3.0)
                 raise CheckFailed(f"for f(x) = x^3 at x = 1 with h = {h} you got {got:.10g}, expected "
                                   f"3 + h^2 = {want:.10g}", hint)
 
@@ -442,13 +535,30 @@ def _gradient_array(got, x, what):
     return arr
 
 
-def _formula_mistakes(want, h):
-    """Wrong central-difference formulas, as (wrong gradient, hint) for diagnose."""
-    return [
+def _formula_mistakes(want, h, atol=1e-9):
+    """Wrong central-difference formulas, as (wrong gradient, hint) for diagnose. The
+    precedence mistake is left out when h*h*want is too small to tell from zero."""
+    mistakes = [
         (2 * want, "x[i] - h and x[i] + h are 2h apart: divide by 2h, not h"),
         (want / 2, "f(x + h) - f(x - h) spans 2h: divide by 2h, not 4h"),
-        (want * h * h, "operator precedence: `/ 2 * h` multiplies by h; write `/ (2 * h)`"),
     ]
+    if h * h * float(np.max(np.abs(want))) > atol:
+        mistakes.append((want * h * h, "operator precedence: `/ 2 * h` multiplies by h; "
+                                       "write `/ (2 * h)`"))
+    return mistakes
+
+
+ZEROS = ("your gradient is all zeros: f() reads x itself, so move the entries of x in place, "
+         "not a copy")
+
+
+def _not_all_zero(arr, want, what):
+    if not np.any(arr) and np.any(want):
+        raise CheckFailed(f"{what} is all zeros, but the gradient is not", ZEROS)
+
+
+ROWS_SIZE = ("x.size is not len(x) for a 2-D x: loop over np.ndindex(x.shape), or over a flat "
+             "view x.reshape(-1)")
 
 
 ROWS = ("x has two axes here: x[i] is a whole row. Perturb one entry at a time, e.g. "
@@ -464,21 +574,24 @@ def check_numerical_gradient(fn):
         w = np.array([3.0, -2.0, 0.25])
         got = _call_gradient(fn, lambda: float(np.sum(w * x)), x)
         arr = _gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3,)")
-        diagnose(arr, w, _formula_mistakes(w, 1e-5),
+        _not_all_zero(arr, w, "numerical_gradient(f, x) for f = sum(w * x)")
+        diagnose(arr, w, _formula_mistakes(w, 1e-5, atol=1e-12),
                  "entry i is (f() at x[i] + h minus f() at x[i] - h) / (2h), with only x[i] "
-                 "changed", what="the gradient of f = sum(w * x), which is w,")
+                 "changed", what="the gradient of f = sum(w * x), which is w,", atol=1e-12)
 
     with stage("a hand-checkable case, h = 0.5"):
         x = np.array([1.0, 2.0])
         f = lambda: x[0] ** 2 + 3.0 * x[0] * x[1]       # noqa: E731  grad (2x0 + 3x1, 3x0)
         got = _call_gradient(fn, f, x, h=0.5)
         want = np.array([8.0, 3.0])
-        diagnose(_gradient_array(got, x, "numerical_gradient(f, x, h=0.5)"), want, [
+        arr = _gradient_array(got, x, "numerical_gradient(f, x, h=0.5)")
+        _not_all_zero(arr, want, "numerical_gradient(f, x, h=0.5)")
+        diagnose(arr, want, [
             (np.array([8.5, 3.0]), "this is the forward difference (f(x + h) - f(x)) / h, "
                                    "error O(h): use x[i] + h and x[i] - h, divided by 2h"),
             (np.array([7.5, 3.0]), "this is the backward difference (f(x) - f(x - h)) / h: "
                                    "use x[i] + h and x[i] - h, divided by 2h"),
-        ] + _formula_mistakes(want, 0.5), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
+        ] + _formula_mistakes(want, 0.5, atol=1e-12), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
            "and a central difference is exact for a quadratic", what="numerical_gradient(f, x, "
            "h=0.5) for f = x0^2 + 3 x0 x1 at x = (1, 2)", rtol=1e-9, atol=1e-12)
 
@@ -511,7 +624,12 @@ def check_numerical_gradient(fn):
         c = rng.standard_normal((3, 4))
         f = lambda: float(np.sum(np.tanh(x) * c))       # noqa: E731
         want = (1 - np.tanh(x) ** 2) * c
-        got = _call_gradient(fn, f, x)
+        try:
+            got = _call_gradient(fn, f, x)
+        except CheckFailed as e:
+            if e.message.startswith("your function raised IndexError"):
+                raise CheckFailed(e.message, ROWS_SIZE) from None
+            raise
         by_rows = np.repeat(want.sum(axis=1, keepdims=True), 4, axis=1)
         diagnose(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3, 4)"), want,
                  [(by_rows, ROWS)], "entry (i, j) changes x[i, j] alone, by +h and by -h",
