@@ -248,7 +248,7 @@ def test_scored_rows_and_id_range_checks():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_in_every_layout(dtype):
-    from course_lib.kernels.blas import matmul
+    from course_lib.kernels._fast.blas import matmul
     a, b = randn(5, 3).astype(dtype), randn(3, 4).astype(dtype)
     tol = 1e-6 if dtype == np.float32 else 1e-14
     for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T),            # C and F layouts
@@ -261,7 +261,7 @@ def test_matmul_in_every_layout(dtype):
 
 def test_kernels_share_numpys_blas():
     """One OpenBLAS thread pool for NumPy and the kernels (two pools fight over the cores)."""
-    from course_lib.kernels import blas
+    from course_lib.kernels._fast import blas
     if np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"] != "scipy-openblas":
         pytest.skip("this NumPy is not the PyPI wheel with its own OpenBLAS")
     assert blas.NUMPY_BLAS is not None and blas.matmul is blas._matmul_numpy_blas
@@ -270,7 +270,7 @@ def test_kernels_share_numpys_blas():
 @pytest.mark.parametrize("which", ["numpy_blas", "numba"])     # the second serves NumPy builds without the library
 def test_matmul_into_column_blocks(which):
     """Attention's products read and write heads' column blocks in place (leading dimension > width)."""
-    from course_lib.kernels import blas
+    from course_lib.kernels._fast import blas
     matmul_into = getattr(blas, "_matmul_into_" + which)
     big, other = randn(6, 9), randn(7, 9)
     a, b = big[:, 2:5], other[1:5, 3:6].T          # (6, 3) row-major block, (3, 4) transposed block

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ._jit import kernel
-from .exp import exp
+from ._fast.jit import kernel
+from ._fast.exp import exp
 
 GELU_A = math.sqrt(2.0 / math.pi)
 GELU_B = 0.044715

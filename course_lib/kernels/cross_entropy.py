@@ -5,8 +5,8 @@ Shapes: logits z (N, V), targets y (N,).
 """
 import numpy as np
 
-from ._jit import kernel
-from .exp import exp
+from ._fast.jit import kernel
+from ._fast.exp import exp
 
 IGNORE = -100
 

@@ -4,7 +4,7 @@ Shapes: tokens (B, T) int, E (V, C), P (T_max, C), x (B, T, C).
 """
 import numpy as np
 
-from ._jit import kernel
+from ._fast.jit import kernel
 
 
 def sinusoidal_table(n_positions, d_model, dtype=np.float64):

@@ -4,7 +4,7 @@ Biased variance, eps inside the square root. Shapes: x, y (N, C); gamma, beta (C
 """
 import numpy as np
 
-from ._jit import kernel
+from ._fast.jit import kernel
 
 
 @kernel

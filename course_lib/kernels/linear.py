@@ -4,8 +4,8 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O).
 """
 import numpy as np
 
-from ._jit import kernel
-from .blas import matmul
+from ._fast.jit import kernel
+from ._fast.blas import matmul
 
 
 @kernel

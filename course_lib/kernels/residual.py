@@ -1,7 +1,7 @@
 """Residual connection y = x + f(x): the gradient reaches x along both paths."""
 import numpy as np
 
-from ._jit import kernel
+from ._fast.jit import kernel
 
 
 @kernel

@@ -4,8 +4,8 @@ Shapes: x, y (N, K).
 """
 import numpy as np
 
-from ._jit import kernel
-from .exp import exp
+from ._fast.jit import kernel
+from ._fast.exp import exp
 
 
 @kernel
