@@ -279,3 +279,24 @@ def test_matmul_into_column_blocks(which):
     np.testing.assert_allclose(dest[:, 4:8], a @ b, rtol=1e-13)
     assert not dest[:, :4].any() and not dest[:, 8:].any()           # nothing written outside the block
     np.testing.assert_allclose(getattr(blas, "_matmul_" + which)(a, b), a @ b, rtol=1e-13)
+
+
+def test_numpy_twins_import_without_numba_and_every_kernel_names_its_twin():
+    """numpy_ref is plain NumPy (a learner can read and run it alone); each fast kernel's docstring
+    points at its twin, and each twin's docstring has its shapes and the notebook that teaches it."""
+    import subprocess
+    import sys
+    from course_lib.kernels import numpy_ref
+    code = ("import importlib.util, sys\n"
+            "sys.modules['numba'] = None\n"         # `import numba` now fails
+            f"spec = importlib.util.spec_from_file_location('numpy_ref', {numpy_ref.__file__!r})\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "print(m.layernorm_forward(m.np.ones((2, 3)), m.np.ones(3), m.np.zeros(3), 1e-5)[0].shape)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "(2, 3)", out.stderr
+    twins = [n for n in dir(numpy_ref) if n.endswith(("_forward", "_backward"))]
+    assert len(twins) == 20
+    for name in twins:
+        assert f"NumPy twin: numpy_ref.{name}." in getattr(K, name).__doc__, name
+        doc = getattr(numpy_ref, name).__doc__
+        assert "Notebook" in doc and "(" in doc, name

@@ -145,7 +145,10 @@ def _backward_blas(dout, qkv, att):
 
 
 def attention_forward(qkv, n_heads, causal):
-    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
+    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T).
+
+    NumPy twin: numpy_ref.attention_forward.
+    """
     if qkv.shape[1] < BLAS_MIN_T:
         out, att = _forward_small(qkv, n_heads, causal)
         return out, att.transpose(0, 2, 1, 3)      # a view: attention_backward takes it back without a copy
@@ -157,6 +160,8 @@ def attention_backward(dout, qkv, att):
 
     dV_h = A^T dO_h;  dA = dO_h V_h^T;  dS = A * (dA - rowsum(dA * A)) / sqrt(D);
     dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient.
+
+    NumPy twin: numpy_ref.attention_backward.
     """
     B, T = qkv.shape[:2]
     if T < BLAS_MIN_T:      # every position is a query row: attention_rows_backward's loops
@@ -168,7 +173,10 @@ def attention_backward(dout, qkv, att):
 
 @kernel
 def attention_rows_forward(qkv, n_heads, causal, rows):
-    """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T)."""
+    """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T).
+
+    NumPy twin: numpy_ref.attention_rows_forward.
+    """
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
@@ -207,6 +215,8 @@ def attention_rows_backward(dout, qkv, att, rows):
 
     Per row and head: ds = a * (dO V^T - sum(a * dO V^T)) / sqrt(D);  dq = ds K;
     dK += ds^T q;  dV += a^T dO.  A masked key has a = 0, so it gets no gradient.
+
+    NumPy twin: numpy_ref.attention_rows_backward.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
