@@ -108,7 +108,10 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
 
 
 def attention_rows_backward(dout, qkv, att, rows):
-    """dout (M, C) at the query rows -> dqkv (B, T, 3C): attention_backward with zeros at the other rows."""
+    """dout (M, C) at the query rows -> dqkv (B, T, 3C): attention_backward with zeros at the other rows.
+
+    Notebook 01's task scores one position per sequence: the model's shortcut, as above.
+    """
     B, T, C3 = qkv.shape
     n_heads = att.shape[1]
     full_att = np.zeros((B * T, n_heads, T), qkv.dtype)
