@@ -52,24 +52,30 @@ class Block:
         return x, s
 
     def backward(self, dy, s, grads):
-        """dy (N, C) (or (M, C) at s["rows"]) -> dx (N, C); the parameters' gradients go into grads."""
+        """dy (N, C) (or (M, C) at s["rows"]) -> dx (N, C); the parameters' gradients go into grads.
+
+        The two lines again, last first. dy is always the gradient of the sublayer's output y.
+        """
         cfg, rows = self.config, s["rows"]
         post = cfg.norm == "post"
         if cfg.use_ffn:
-            if post:    # y = LN2(r), r = x + FFN(x)
-                d_skip, d_f = self.residual_backward(self.layernorm_backward("ln2", dy, s, grads))
+            if post:    # y = LN2(r),  r = x + FFN(x)
+                dr = self.layernorm_backward("ln2", dy, s, grads)
+                d_skip, d_f = self.residual_backward(dr)
                 dy = self.add_skip(self.ffn_backward(d_f, s, grads), d_skip)
-            else:       # y = x + FFN(u), u = LN2(x)
+            else:       # y = x + FFN(u),  u = LN2(x)
                 d_skip, d_f = self.residual_backward(dy)
-                dy = self.add_skip(self.layernorm_backward("ln2", self.ffn_backward(d_f, s, grads), s, grads), d_skip)
+                du = self.ffn_backward(d_f, s, grads)
+                dy = self.add_skip(self.layernorm_backward("ln2", du, s, grads), d_skip)
         if cfg.use_attention:
-            if post:    # y = LN1(r), r = x + Attn(x)
-                d_skip, d_f = self.residual_backward(self.layernorm_backward("ln1", dy, s, grads))
+            if post:    # y = LN1(r),  r = x + Attn(x)
+                dr = self.layernorm_backward("ln1", dy, s, grads)
+                d_skip, d_f = self.residual_backward(dr)
                 dy = self.add_skip(self.attention_backward(d_f, s, grads), d_skip, rows)
-            else:       # y = x + Attn(u), u = LN1(x)
+            else:       # y = x + Attn(u),  u = LN1(x)
                 d_skip, d_f = self.residual_backward(dy)
-                dy = self.add_skip(self.layernorm_backward("ln1", self.attention_backward(d_f, s, grads), s, grads),
-                                   d_skip, rows)
+                du = self.attention_backward(d_f, s, grads)
+                dy = self.add_skip(self.layernorm_backward("ln1", du, s, grads), d_skip, rows)
         elif rows is not None:      # y = x[rows]: the gradient goes back to those rows, zeros elsewhere
             dy = scatter_rows(dy, rows, s["input"].shape[0])
         return dy

@@ -73,6 +73,10 @@ class Transformer:
     recompute=True keeps only each block's input and output during forward and runs the
     block again in backward: the same gradients, bit for bit, with less memory.
     backend="numpy" runs the same model on the plain NumPy kernels (kernels/numpy_ref.py).
+
+    What backward needs is kept by name in one dict: 'tokens', 'embeddings' (N, C), 'blocks'
+    (one dict per block, names in block.py), 'ln_f.xhat' / 'ln_f.rstd' (pre-LN), 'final' (the
+    head's input), and after loss() 'probs' (N, V) and 'targets'. `cache` shows it as (B, T, ...) arrays.
     """
 
     def __init__(self, config, seed=0, recompute=False, backend="numba"):
@@ -155,8 +159,8 @@ class Transformer:
         k, P, cfg = self.kernels, self.params, self.config
         B, T = tokens.shape
         s = {"tokens": tokens, "rows": rows, "recompute": self.recompute}
-        x = k.embedding_forward(tokens, P["tok_emb"], self._positions())    # x = E[tokens] + P[:T]
-        x = s["embeddings"] = x.reshape(B * T, cfg.d_model)
+        x = k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
+        s["embeddings"] = x                                                 # x = E[tokens] + P[:T]
         x = self._blocks_forward(x, B, T, rows, s)
         if "ln_f.gamma" in P:                                                # pre-LN: x = LN_f(x)
             x, s["ln_f.xhat"], s["ln_f.rstd"] = k.layernorm_forward(x, P["ln_f.gamma"], P["ln_f.beta"], cfg.ln_eps)
@@ -180,8 +184,8 @@ class Transformer:
         """x through every block; s["blocks"][i] is what block i saved. Only the last block is told
         the scored rows: everything after it works per position. Recompute: keep input and output."""
         s["blocks"] = []
-        for block in self.blocks:
-            last = len(s["blocks"]) == self.config.n_layers - 1
+        for i, block in enumerate(self.blocks):
+            last = i == self.config.n_layers - 1
             x, saved = block.forward(x, B, T, rows if last else None)
             if self.recompute:
                 saved = {"input": saved["input"], "output": x, "rows": saved["rows"]}
