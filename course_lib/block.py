@@ -21,15 +21,14 @@ import numpy as np
 
 
 class Block:
-    """Block i of a model: block = Block(i, config, params, kernels); y, saved = block.forward(x, B, T)."""
+    """Block i of a model: block = Block(i, config, params, kernels); y, saved = block.forward(x, B, T).
+
+    Its parameters are params["blocks.{i}.attn.w_q"] and so on; their gradients go into grads under the same names.
+    """
 
     def __init__(self, i, config, params, kernels):
         self.prefix = f"blocks.{i}."
         self.config, self.params, self.kernels = config, params, kernels
-
-    def p(self, name):
-        """This block's parameter `name`, e.g. p("ln1.gamma") -> params["blocks.{i}.ln1.gamma"]; None if absent."""
-        return self.params.get(self.prefix + name)
 
     # ----- the block: the two lines of maths, forward and back ------------------------
     def forward(self, x, B, T, rows=None):
@@ -106,15 +105,17 @@ class Block:
         """LN `name` ("ln1", "ln2"): x (N, C) -> y (N, C); x itself when the model has no LayerNorm."""
         if not self.config.use_layernorm:
             return x
-        y, s[name + ".xhat"], s[name + ".rstd"] = self.kernels.layernorm_forward(
-            x, self.p(name + ".gamma"), self.p(name + ".beta"), self.config.ln_eps)
+        P, ln = self.params, self.prefix + name
+        y, s[name + ".xhat"], s[name + ".rstd"] = self.kernels.layernorm_forward(x, P[ln + ".gamma"], P[ln + ".beta"],
+                                                                                 self.config.ln_eps)
         return y
 
     def layernorm_backward(self, name, dy, s, grads):
         if not self.config.use_layernorm:
             return dy
-        dx, grads[self.prefix + name + ".gamma"], grads[self.prefix + name + ".beta"] = \
-            self.kernels.layernorm_backward(dy, s[name + ".xhat"], s[name + ".rstd"], self.p(name + ".gamma"))
+        ln = self.prefix + name
+        dx, grads[ln + ".gamma"], grads[ln + ".beta"] = self.kernels.layernorm_backward(
+            dy, s[name + ".xhat"], s[name + ".rstd"], self.params[ln + ".gamma"])
         return dx
 
     # ----- multi-head attention -----------------------------------------------------
@@ -123,26 +124,28 @@ class Block:
 
         Q, K, V at all N positions; the heads and the output projection only at `rows` (all if None).
         """
-        w_qkv = np.concatenate([self.p("attn.w_q"), self.p("attn.w_k"), self.p("attn.w_v")], axis=1)
+        P, at = self.params, self.prefix + "attn."
+        w_qkv = np.concatenate([P[at + "w_q"], P[at + "w_k"], P[at + "w_v"]], axis=1)
         b_qkv = None
         if self.config.attn_bias:
-            b_qkv = np.concatenate([self.p("attn.b_q"), self.p("attn.b_k"), self.p("attn.b_v")])
+            b_qkv = np.concatenate([P[at + "b_q"], P[at + "b_k"], P[at + "b_v"]])
         qkv = self.kernels.linear_forward(x, w_qkv, b_qkv).reshape(B, T, -1)
         heads, att = self.heads(qkv, rows)
         s.update({"attn.x": x, "attn.w_qkv": w_qkv, "attn.qkv": qkv, "attn.weights": att, "attn.heads": heads})
-        return self.kernels.linear_forward(heads, self.p("attn.w_o"), self.p("attn.b_o"))
+        return self.kernels.linear_forward(heads, P[at + "w_o"], P.get(at + "b_o"))
 
     def attention_backward(self, dy, s, grads):
-        bias, g, C = self.config.attn_bias, self.prefix + "attn.", self.config.d_model
-        dheads, grads[g + "w_o"], db_o = self.kernels.linear_backward(dy, s["attn.heads"], self.p("attn.w_o"), bias)
+        k, at = self.kernels, self.prefix + "attn."
+        bias, C = self.config.attn_bias, self.config.d_model
+        dheads, grads[at + "w_o"], db_o = k.linear_backward(dy, s["attn.heads"], self.params[at + "w_o"], bias)
         dqkv = self.heads_backward(dheads, s["attn.qkv"], s["attn.weights"], s["rows"])
-        dx, dw_qkv, db_qkv = self.kernels.linear_backward(dqkv, s["attn.x"], s["attn.w_qkv"], bias)
+        dx, dw_qkv, db_qkv = k.linear_backward(dqkv, s["attn.x"], s["attn.w_qkv"], bias)   # [Q K V] = x W_qkv
         for j, w in enumerate("qkv"):
-            grads[g + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
+            grads[at + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
             if bias:
-                grads[g + "b_" + w] = db_qkv[j * C:(j + 1) * C].copy()
+                grads[at + "b_" + w] = db_qkv[j * C:(j + 1) * C].copy()
         if bias:
-            grads[g + "b_o"] = db_o
+            grads[at + "b_o"] = db_o
         return dx
 
     def heads(self, qkv, rows):
@@ -165,17 +168,17 @@ class Block:
     # ----- feed-forward: relu/gelu(x W1 + b1) W2 + b2 -------------------------------
     def ffn(self, x, s):
         """x (N, C) -> h = x W1 + b1 (N, F) -> a = act(h) -> a W2 + b2 (N, C)."""
-        k = self.kernels
-        h = k.linear_forward(x, self.p("ffn.w1"), self.p("ffn.b1"))
+        k, P, ff = self.kernels, self.params, self.prefix + "ffn."
+        h = k.linear_forward(x, P[ff + "w1"], P[ff + "b1"])
         a = k.relu_forward(h) if self.config.activation == "relu" else k.gelu_forward(h)
         s.update({"ffn.x": x, "ffn.h": h, "ffn.a": a})
-        return k.linear_forward(a, self.p("ffn.w2"), self.p("ffn.b2"))
+        return k.linear_forward(a, P[ff + "w2"], P[ff + "b2"])
 
     def ffn_backward(self, dy, s, grads):
-        k, g, h = self.kernels, self.prefix + "ffn.", s["ffn.h"]
-        da, grads[g + "w2"], grads[g + "b2"] = k.linear_backward(dy, s["ffn.a"], self.p("ffn.w2"), True)
+        k, P, ff, h = self.kernels, self.params, self.prefix + "ffn.", s["ffn.h"]
+        da, grads[ff + "w2"], grads[ff + "b2"] = k.linear_backward(dy, s["ffn.a"], P[ff + "w2"], True)
         dh = k.relu_backward(da, h) if self.config.activation == "relu" else k.gelu_backward(da, h)
-        dx, grads[g + "w1"], grads[g + "b1"] = k.linear_backward(dh, s["ffn.x"], self.p("ffn.w1"), True)
+        dx, grads[ff + "w1"], grads[ff + "b1"] = k.linear_backward(dh, s["ffn.x"], P[ff + "w1"], True)
         return dx
 
 
