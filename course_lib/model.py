@@ -1,15 +1,16 @@
-"""The transformer: parameters, forward (keeps a tape), loss, backward.
+"""The transformer: parameters, forward (keeps what backward needs, by name), loss, backward.
 
 Data flows one way: embed -> blocks -> head -> loss, then back through the same
 stations in reverse. Activations travel as 2-D arrays (N, C) with N = B * T.
-Each station calls one kernel pair from `course_lib.kernels`.
+Each station calls one kernel pair from `course_lib.kernels`; the block is in block.py.
 """
 from functools import lru_cache
 
 import numpy as np
 
-from .config import ModelConfig
 from . import kernels as numba_kernels
+from .block import Block, scatter_rows
+from .config import ModelConfig
 from .kernels import IGNORE, numpy_ref, sinusoidal_table
 
 BACKENDS = {"numba": numba_kernels, "numpy": numpy_ref}
@@ -69,9 +70,13 @@ def _sinusoidal(n_positions, d_model, dtype):
 class Transformer:
     """Transformer(config, seed=0, recompute=False, backend="numba").
 
-    recompute=True stores only each block's input during forward and re-runs the
-    block in backward: the same gradients, bit for bit, with less memory.
-    backend="numpy" runs the same model on plain NumPy kernels (the simple path).
+    recompute=True keeps only each block's input and output during forward and runs the
+    block again in backward: the same gradients, bit for bit, with less memory.
+    backend="numpy" runs the same model on the plain NumPy kernels (kernels/numpy_ref.py).
+
+    What backward needs is kept by name in one dict: 'tokens', 'embeddings' (N, C), 'blocks'
+    (one dict per block, names in block.py), 'ln_f.xhat' / 'ln_f.rstd' (pre-LN), 'final' (the
+    head's input), and after loss() 'probs' (N, V) and 'targets'. `cache` shows it as (B, T, ...) arrays.
     """
 
     def __init__(self, config, seed=0, recompute=False, backend="numba"):
@@ -83,18 +88,16 @@ class Transformer:
         self.recompute = bool(recompute)
         self.backend = backend
         self.params = init_params(config, seed)
-        self._tape = None
-        self._loss_tape = None
+        self._saved = None
 
-    # ----- sizes ---------------------------------------------------------
     @property
-    def k(self):
-        """The kernel module this model runs on."""
+    def kernels(self):
+        """The kernel module this model runs on: course_lib.kernels, or kernels.numpy_ref."""
         return BACKENDS[self.backend]
 
     @property
-    def dtype(self):
-        return np.dtype(self.config.dtype)
+    def blocks(self):
+        return [Block(i, self.config, self.params, self.kernels) for i in range(self.config.n_layers)]
 
     @property
     def n_params(self):
@@ -107,7 +110,7 @@ class Transformer:
         other.recompute = self.recompute
         other.backend = self.backend
         other.params = {k: v.astype(dtype, copy=True) for k, v in self.params.items()}
-        other._tape = other._loss_tape = None
+        other._saved = None
         return other
 
     # ----- input checks --------------------------------------------------
@@ -150,7 +153,22 @@ class Transformer:
             raise ValueError(f"every target is {IGNORE}: there is nothing to score")
         return flat, rows
 
-    # ----- stations ------------------------------------------------------
+    # ----- forward: embed -> blocks -> (ln_f) -> head ----------------------
+    def _forward(self, tokens, rows=None):
+        """tokens (B, T) -> logits (N, V); or (M, V) at the scored `rows` of the N = B*T positions."""
+        k, P, cfg = self.kernels, self.params, self.config
+        B, T = tokens.shape
+        s = {"tokens": tokens, "rows": rows, "recompute": self.recompute}
+        x = k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
+        s["embeddings"] = x                                                 # x = E[tokens] + P[:T]
+        x = self._blocks_forward(x, B, T, rows, s)
+        if "ln_f.gamma" in P:                                                # pre-LN: x = LN_f(x)
+            x, s["ln_f.xhat"], s["ln_f.rstd"] = k.layernorm_forward(x, P["ln_f.gamma"], P["ln_f.beta"], cfg.ln_eps)
+        s["final"] = x
+        logits = k.linear_forward(x, self._head_weight(), P.get("head.b"))  # logits = x W_head (+ b)
+        self._saved = s
+        return logits
+
     def _positions(self):
         cfg = self.config
         if cfg.positional == "learned":
@@ -159,244 +177,110 @@ class Transformer:
             return _sinusoidal(cfg.seq_len, cfg.d_model, cfg.dtype)
         return None
 
-    def _layernorm_forward(self, name, x):
-        if not self.config.use_layernorm:
-            return x, None
-        y, xhat, rstd = self.k.layernorm_forward(x, self.params[name + ".gamma"], self.params[name + ".beta"],
-                                                 self.config.ln_eps)
-        return y, (xhat, rstd)
-
-    def _layernorm_backward(self, name, dy, tape, grads):
-        if tape is None:
-            return dy
-        dx, grads[name + ".gamma"], grads[name + ".beta"] = self.k.layernorm_backward(
-            dy, tape[0], tape[1], self.params[name + ".gamma"])
-        return dx
-
-    def _attention_forward(self, prefix, x, B, T, rows=None):
-        """Q, K, V at all N positions; attention and output projection only from the query `rows` (all if None)."""
-        P, cfg = self.params, self.config
-        w_qkv = np.concatenate([P[prefix + "w_q"], P[prefix + "w_k"], P[prefix + "w_v"]], axis=1)
-        b_qkv = np.concatenate([P[prefix + "b_q"], P[prefix + "b_k"], P[prefix + "b_v"]]) if cfg.attn_bias else None
-        qkv = self.k.linear_forward(x, w_qkv, b_qkv)
-        if rows is None:
-            heads, att = self.k.attention_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal)
-            heads = heads.reshape(B * T, -1)
-        else:
-            heads, att = self.k.attention_rows_forward(qkv.reshape(B, T, -1), cfg.n_heads, cfg.causal, rows)
-        y = self.k.linear_forward(heads, P[prefix + "w_o"], P.get(prefix + "b_o"))
-        return y, (x, w_qkv, qkv, att, heads, rows)
-
-    def _attention_backward(self, prefix, dy, tape, grads):
-        x, w_qkv, qkv, att, heads, rows = tape
-        bias = self.config.attn_bias
-        T = att.shape[-1]
-        B = x.shape[0] // T
-        dheads, grads[prefix + "w_o"], db_o = self.k.linear_backward(dy, heads, self.params[prefix + "w_o"], bias)
-        if rows is None:
-            dqkv = self.k.attention_backward(dheads.reshape(B, T, -1), qkv.reshape(B, T, -1), att)
-        else:
-            dqkv = self.k.attention_rows_backward(dheads, qkv.reshape(B, T, -1), att, rows)
-        dqkv = dqkv.reshape(B * T, -1)
-        dx, dw_qkv, db_qkv = self.k.linear_backward(dqkv, x, w_qkv, bias)
-        C = x.shape[1]
-        for j, w in enumerate("qkv"):
-            grads[prefix + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
-            if bias:
-                grads[prefix + "b_" + w] = db_qkv[j * C:(j + 1) * C].copy()
-        if bias:
-            grads[prefix + "b_o"] = db_o
-        return dx
-
-    def _ffn_forward(self, prefix, x):
-        P = self.params
-        h = self.k.linear_forward(x, P[prefix + "w1"], P[prefix + "b1"])
-        a = self.k.relu_forward(h) if self.config.activation == "relu" else self.k.gelu_forward(h)
-        y = self.k.linear_forward(a, P[prefix + "w2"], P[prefix + "b2"])
-        return y, (x, h, a)
-
-    def _ffn_backward(self, prefix, dy, tape, grads):
-        x, h, a = tape
-        P = self.params
-        da, grads[prefix + "w2"], grads[prefix + "b2"] = self.k.linear_backward(dy, a, P[prefix + "w2"], True)
-        dh = self.k.relu_backward(da, h) if self.config.activation == "relu" else self.k.gelu_backward(da, h)
-        dx, grads[prefix + "w1"], grads[prefix + "b1"] = self.k.linear_backward(dh, x, P[prefix + "w1"], True)
-        return dx
-
-    @staticmethod
-    def _scatter_rows(d_rows, rows, n):
-        """Gradient of x[rows]: d_rows (M, C) placed in zeros (n, C)."""
-        full = np.zeros((n, d_rows.shape[1]), dtype=d_rows.dtype)
-        full[rows] = d_rows
-        return full
-
-    def _sublayer_forward(self, ln, f, x, rows=None):
-        """Post-LN: y = LN(x + f(x)).  Pre-LN: y = x + f(LN(x)).  (No residual: drop the `x +`.)
-
-        With rows, f sees all of x but returns only those rows, and so does the sublayer.
-        """
-        cfg = self.config
-        skip = x if rows is None else x[rows]
-        if cfg.norm == "post":
-            fx, f_tape = f(x)
-            r = self.k.residual_forward(skip, fx) if cfg.use_residual else fx
-            y, ln_tape = self._layernorm_forward(ln, r)
-        else:
-            u, ln_tape = self._layernorm_forward(ln, x)
-            fx, f_tape = f(u)
-            y = self.k.residual_forward(skip, fx) if cfg.use_residual else fx
-        return y, (f_tape, ln_tape, rows)
-
-    def _sublayer_backward(self, ln, f_backward, dy, tape, grads):
-        f_tape, ln_tape, rows = tape
-        cfg = self.config
-        if cfg.norm == "post":
-            dr = self._layernorm_backward(ln, dy, ln_tape, grads)
-            dskip, dfx = self.k.residual_backward(dr) if cfg.use_residual else (None, dr)
-            dx = f_backward(dfx, f_tape, grads)
-        else:
-            dskip, dfx = self.k.residual_backward(dy) if cfg.use_residual else (None, dy)
-            du = f_backward(dfx, f_tape, grads)
-            dx = self._layernorm_backward(ln, du, ln_tape, grads)
-        if dskip is not None:       # dx is a new array from the kernels above: add the skip path in place
-            if rows is None:
-                dx += dskip
-            else:
-                dx[rows] += dskip   # rows are distinct
-        return dx
-
-    def _block_forward(self, i, x, B, T, rows=None):
-        """Block i on x (N, C). With rows (the last block, when the loss reads only those
-        positions), the attention still reads every position but the block returns (M, C)."""
-        p, cfg, tape = f"blocks.{i}.", self.config, {}
-        if cfg.use_attention:
-            x, tape["attn"] = self._sublayer_forward(
-                p + "ln1", lambda u: self._attention_forward(p + "attn.", u, B, T, rows), x, rows)
-        elif rows is not None:
-            x, tape["select"] = x[rows], (rows, x.shape[0])
-        if cfg.use_ffn:
-            x, tape["ffn"] = self._sublayer_forward(p + "ln2", lambda u: self._ffn_forward(p + "ffn.", u), x)
-        return x, tape
-
-    def _block_backward(self, i, dy, tape, grads):
-        p = f"blocks.{i}."
-        if "ffn" in tape:
-            dy = self._sublayer_backward(
-                p + "ln2", lambda d, t, g: self._ffn_backward(p + "ffn.", d, t, g), dy, tape["ffn"], grads)
-        if "attn" in tape:
-            dy = self._sublayer_backward(
-                p + "ln1", lambda d, t, g: self._attention_backward(p + "attn.", d, t, g), dy, tape["attn"], grads)
-        if "select" in tape:
-            dy = self._scatter_rows(dy, *tape["select"])
-        return dy
-
     def _head_weight(self):
         return self.params["tok_emb"].T if self.config.tie_embeddings else self.params["head.w"]
 
-    # ----- the whole model -----------------------------------------------
-    def _forward(self, tokens, rows=None):
-        """tokens (B, T) -> logits (M, V) for the chosen rows of the N = B*T positions (all if None).
-
-        Only the last block needs to know the rows: everything after it is per position.
-        """
-        cfg, P = self.config, self.params
-        B, T = tokens.shape
-        x = self.k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
-        tape = {"tokens": tokens, "embeddings": x, "blocks": [], "rows": rows}
-        if cfg.n_layers == 0 and rows is not None:
+    def _blocks_forward(self, x, B, T, rows, s):
+        """x through every block; s["blocks"][i] is what block i saved. Only the last block is told
+        the scored rows: everything after it works per position. Recompute: keep input and output."""
+        s["blocks"] = []
+        for i, block in enumerate(self.blocks):
+            last = i == self.config.n_layers - 1
+            x, saved = block.forward(x, B, T, rows if last else None)
+            if self.recompute:
+                saved = {"input": saved["input"], "output": x, "rows": saved["rows"]}
+            s["blocks"].append(saved)
+        if not s["blocks"] and rows is not None:      # no blocks: pick the scored rows here
             x = x[rows]
-        for i in range(cfg.n_layers):
-            x_in, last = x, i == cfg.n_layers - 1
-            x, block_tape = self._block_forward(i, x, B, T, rows if last else None)
-            tape["blocks"].append((x_in, None if self.recompute else block_tape, x, rows if last else None))
-        if cfg.norm == "pre":
-            x, tape["ln_f"] = self._layernorm_forward("ln_f", x)
-        tape["head_in"] = x
-        logits = self.k.linear_forward(x, self._head_weight(), P.get("head.b"))
-        self._tape = tape
-        return logits
+        return x
 
     def forward(self, tokens):
         """tokens int (B, T) -> logits (B, T, V)."""
         tokens = self._check_tokens(tokens)
-        self._loss_tape = None
         return self._forward(tokens).reshape(*tokens.shape, self.config.vocab_size)
 
     __call__ = forward
 
     def loss(self, tokens, targets):
-        """Mean cross-entropy over targets != -100. Keeps the tape for backward()."""
+        """Mean cross-entropy over targets != -100. Keeps what backward() needs."""
         tokens = self._check_tokens(tokens)
         targets, rows = self._check_targets(targets, tokens.shape)
         if len(rows) == targets.size:
-            rows = None
+            rows = None                 # every position is scored
         logits = self._forward(tokens, rows)
         scored = targets if rows is None else targets[rows]
-        loss, probs = self.k.cross_entropy_forward(logits, scored)
-        self._loss_tape = (probs, scored)
+        loss, probs = self.kernels.cross_entropy_forward(logits, scored)
+        self._saved.update({"probs": probs, "targets": scored})
         return float(loss)
 
+    # ----- backward: loss -> head -> (ln_f) -> blocks -> embed -------------
     def backward(self):
         """Gradients of the last loss() for every parameter: dict with the keys and shapes of params."""
-        if self._loss_tape is None or self._tape is None:
+        s = self._saved
+        if s is None or "probs" not in s:
             raise ValueError("backward() needs a loss: call model.loss(tokens, targets) first "
                              "(forward() alone does not define one)")
-        cfg, P, tape = self.config, self.params, self._tape
-        probs, scored = self._loss_tape
+        k, P, cfg = self.kernels, self.params, self.config
+        B, T = s["tokens"].shape
         grads = {}
-        dlogits = self.k.cross_entropy_backward(probs, scored)
-        tied_d_emb = None
+        dlogits = k.cross_entropy_backward(s["probs"], s["targets"])
+        dx = self._head_backward(dlogits, s["final"], grads)
+        if "ln_f.gamma" in P:
+            dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(dx, s["ln_f.xhat"], s["ln_f.rstd"],
+                                                                               P["ln_f.gamma"])
+        dx = self._blocks_backward(dx, B, T, s, grads)
+        d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
         if cfg.tie_embeddings:
-            # logits = x @ E^T: dx = dlogits @ E, and dE = dlogits^T @ x comes out in E's (V, C) layout.
-            # (Products through the kernels: one BLAS library, one thread pool.)
-            dx = self.k.linear_forward(dlogits, P["tok_emb"], None)
-            tied_d_emb = self.k.linear_forward(dlogits.T, tape["head_in"], None)
-        else:
-            dx, grads["head.w"], db = self.k.linear_backward(dlogits, tape["head_in"], P["head.w"], "head.b" in P)
-            if "head.b" in P:
-                grads["head.b"] = db
-        if cfg.norm == "pre":
-            dx = self._layernorm_backward("ln_f", dx, tape["ln_f"], grads)
-        tokens = tape["tokens"]
-        B, T = tokens.shape
-        for i in reversed(range(cfg.n_layers)):
-            x_in, block_tape, _, rows = tape["blocks"][i]
-            if block_tape is None:
-                _, block_tape = self._block_forward(i, x_in, B, T, rows)
-            dx = self._block_backward(i, dx, block_tape, grads)
-        if cfg.n_layers == 0 and tape["rows"] is not None:
-            dx = self._scatter_rows(dx, tape["rows"], B * T)
-        d_tok, d_pos = self.k.embedding_backward(tokens, dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
-        if tied_d_emb is not None:
-            d_tok += tied_d_emb
+            d_tok += grads["tok_emb"]   # the head's share
         grads["tok_emb"] = d_tok
         if cfg.positional == "learned":
             grads["pos_emb"] = np.zeros_like(P["pos_emb"])
             grads["pos_emb"][:T] = d_pos
-        return {k: grads[k] for k in P}
+        return {name: grads[name] for name in P}
+
+    def _head_backward(self, dlogits, x, grads):
+        """logits = x W (+ b) -> dx; dW, db into grads. Tied, W = E^T: dx = dlogits E, and
+        dE = dlogits^T x comes out in E's (V, C) layout (kept in grads["tok_emb"] for now)."""
+        k, P = self.kernels, self.params
+        if self.config.tie_embeddings:
+            grads["tok_emb"] = k.linear_forward(dlogits.T, x, None)
+            return k.linear_forward(dlogits, P["tok_emb"], None)
+        dx, grads["head.w"], db = k.linear_backward(dlogits, x, P["head.w"], "head.b" in P)
+        if "head.b" in P:
+            grads["head.b"] = db
+        return dx
+
+    def _blocks_backward(self, dx, B, T, s, grads):
+        """The blocks in reverse. Recompute: run each block again from its input first."""
+        for block, saved in reversed(list(zip(self.blocks, s["blocks"]))):
+            if s["recompute"]:
+                _, saved = block.forward(saved["input"], B, T, saved["rows"])
+            dx = block.backward(dx, saved, grads)
+        if not s["blocks"] and s["rows"] is not None:   # no blocks: the scored rows were picked after embed
+            dx = scatter_rows(dx, s["rows"], B * T)
+        return dx
 
     # ----- what plots and notebooks read -----------------------------------
     @property
     def cache(self):
-        """Named activations of the last forward/loss: 'embeddings' (B, T, C),
+        """Named activations of the last forward/loss: 'tokens', 'embeddings' (B, T, C),
         'blocks.{i}.input' / '.output' (B, T, C), 'blocks.{i}.attn.weights' (B, H, T, T),
         'final' (B, T, C). Attention weights are absent in recompute mode; after a loss() that
         scores only some positions, the last block ran only there, so its output, its attention
         weights and 'final' are left out (forward() or attention() gives them all)."""
-        if self._tape is None:
+        s = self._saved
+        if s is None:
             return {}
-        tape = self._tape
-        B, T = tape["tokens"].shape
-        shape3 = (B, T, -1)
-        out = {"tokens": tape["tokens"], "embeddings": tape["embeddings"].reshape(shape3)}
-        for i, (x_in, block_tape, x_out, rows) in enumerate(tape["blocks"]):
-            out[f"blocks.{i}.input"] = x_in.reshape(shape3)
-            if rows is None:
-                out[f"blocks.{i}.output"] = x_out.reshape(shape3)
-            if block_tape is not None and "attn" in block_tape and rows is None:
-                out[f"blocks.{i}.attn.weights"] = block_tape["attn"][0][3]
-        if tape["rows"] is None:
-            out["final"] = tape["head_in"].reshape(shape3)
+        B, T = s["tokens"].shape
+        out = {"tokens": s["tokens"], "embeddings": s["embeddings"].reshape(B, T, -1)}
+        for i, saved in enumerate(s["blocks"]):
+            out[f"blocks.{i}.input"] = saved["input"].reshape(B, T, -1)
+            if saved["rows"] is None:
+                out[f"blocks.{i}.output"] = saved["output"].reshape(B, T, -1)
+                if "attn.weights" in saved:
+                    out[f"blocks.{i}.attn.weights"] = saved["attn.weights"]
+        if s["rows"] is None:
+            out["final"] = s["final"].reshape(B, T, -1)
         return out
 
     def attention(self, tokens):

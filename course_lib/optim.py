@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .kernels._jit import kernel
+from .kernels._fast.jit import kernel
 
 
 @kernel

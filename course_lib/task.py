@@ -8,14 +8,14 @@ from itertools import product
 
 import numpy as np
 
+from .kernels.numpy_ref import IGNORE  # target id that is not scored
+
 VOCAB = ["[PAD]", "[EOS]", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
          "First", "Second", "Last", "Max", "Min", "(", ")", ","]
 TOKEN_TO_ID = {tok: i for i, tok in enumerate(VOCAB)}
-PAD, EOS = 0, 1
 OPERATIONS = ("First", "Second", "Last", "Max", "Min")
 DIGITS = tuple(range(10))
 SEQ_LEN = 8          # Op ( a , b , c )
-IGNORE = -100        # target id that is not scored
 N_PROBLEMS = len(OPERATIONS) * 10 ** 3
 
 _PIECE = re.compile(r"\[PAD\]|\[EOS\]|First|Second|Last|Max|Min|[0-9(),]")

@@ -1,10 +1,10 @@
-"""The vectorising exp of course_lib.kernels.exp against NumPy's, in ulps, and at the edges."""
+"""The vectorising exp of course_lib.kernels._fast.exp against NumPy's, in ulps, and at the edges."""
 import numpy as np
 import pytest
 from numba import njit
 
-from course_lib.kernels._jit import kernel
-from course_lib.kernels.exp import exp
+from course_lib.kernels._fast.jit import kernel
+from course_lib.kernels._fast.exp import exp
 
 
 @njit(cache=True)

@@ -248,7 +248,7 @@ def test_scored_rows_and_id_range_checks():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_in_every_layout(dtype):
-    from course_lib.kernels.blas import matmul
+    from course_lib.kernels._fast.blas import matmul
     a, b = randn(5, 3).astype(dtype), randn(3, 4).astype(dtype)
     tol = 1e-6 if dtype == np.float32 else 1e-14
     for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T),            # C and F layouts
@@ -261,7 +261,7 @@ def test_matmul_in_every_layout(dtype):
 
 def test_kernels_share_numpys_blas():
     """One OpenBLAS thread pool for NumPy and the kernels (two pools fight over the cores)."""
-    from course_lib.kernels import blas
+    from course_lib.kernels._fast import blas
     if np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"] != "scipy-openblas":
         pytest.skip("this NumPy is not the PyPI wheel with its own OpenBLAS")
     assert blas.NUMPY_BLAS is not None and blas.matmul is blas._matmul_numpy_blas
@@ -270,7 +270,7 @@ def test_kernels_share_numpys_blas():
 @pytest.mark.parametrize("which", ["numpy_blas", "numba"])     # the second serves NumPy builds without the library
 def test_matmul_into_column_blocks(which):
     """Attention's products read and write heads' column blocks in place (leading dimension > width)."""
-    from course_lib.kernels import blas
+    from course_lib.kernels._fast import blas
     matmul_into = getattr(blas, "_matmul_into_" + which)
     big, other = randn(6, 9), randn(7, 9)
     a, b = big[:, 2:5], other[1:5, 3:6].T          # (6, 3) row-major block, (3, 4) transposed block
@@ -279,3 +279,24 @@ def test_matmul_into_column_blocks(which):
     np.testing.assert_allclose(dest[:, 4:8], a @ b, rtol=1e-13)
     assert not dest[:, :4].any() and not dest[:, 8:].any()           # nothing written outside the block
     np.testing.assert_allclose(getattr(blas, "_matmul_" + which)(a, b), a @ b, rtol=1e-13)
+
+
+def test_numpy_twins_import_without_numba_and_every_kernel_names_its_twin():
+    """numpy_ref is plain NumPy (a learner can read and run it alone); each fast kernel's docstring
+    points at its twin, and each twin's docstring has its shapes and the notebook that teaches it."""
+    import subprocess
+    import sys
+    from course_lib.kernels import numpy_ref
+    code = ("import importlib.util, sys\n"
+            "sys.modules['numba'] = None\n"         # `import numba` now fails
+            f"spec = importlib.util.spec_from_file_location('numpy_ref', {numpy_ref.__file__!r})\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "print(m.layernorm_forward(m.np.ones((2, 3)), m.np.ones(3), m.np.zeros(3), 1e-5)[0].shape)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "(2, 3)", out.stderr
+    twins = [n for n in dir(numpy_ref) if n.endswith(("_forward", "_backward"))]
+    assert len(twins) == 20
+    for name in twins:
+        assert f"NumPy twin: numpy_ref.{name}." in getattr(K, name).__doc__, name
+        doc = getattr(numpy_ref, name).__doc__
+        assert "notebook" in doc.lower() and "(" in doc, name

@@ -1,4 +1,23 @@
-"""Numba kernels, one module per layer, each a *_forward / *_backward pair."""
+"""The model's kernels: one module per layer, each a *_forward / *_backward pair.
+
+    embedding.py      x = E[tokens] + P[:T]                        notebook 02
+    softmax.py        softmax over the last axis                   notebook 03
+    attention.py      multi-head attention, causal mask            notebooks 03-04
+    residual.py       y = x + f(x)                                 notebook 05
+    layernorm.py      y = gamma * (x - mean) / sqrt(var + eps) + beta   notebook 05
+    linear.py         y = x W + b                                  notebook 06
+    activations.py    ReLU, GELU                                   notebook 06
+    cross_entropy.py  softmax cross-entropy, targets -100 not scored   notebook 08
+
+How to read them: each fast kernel (Numba loops, compiled) has a plain-NumPy twin of
+the same name in numpy_ref.py, the few lines a notebook teaches; the kernel's docstring
+names it (`NumPy twin: numpy_ref.layernorm_forward`). Read the twin for the maths, then
+the kernel for how it runs fast: same inputs, same outputs, and tests/test_model.py
+proves the two paths agree. numpy_ref imports without Numba.
+
+The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp,
+BLAS threads) is in _fast/, below the layers.
+"""
 from .activations import gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import attention_backward, attention_forward, attention_rows_backward, attention_rows_forward
 from .cross_entropy import IGNORE, cross_entropy_backward, cross_entropy_forward, scored_rows

@@ -9,8 +9,7 @@ Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
 Below BLAS_MIN_T positions plain loops are fastest (the backward is then
 attention_rows_backward with every position as a query row); from there on
 the products of each (b, h) go through BLAS, reading and writing the heads' column
-blocks in place, with BLAS's own threads (measured here: as fast as one thread at
-T = 32 and 64, 1.2-1.5x faster at T = 128 and 1024).
+blocks in place, with BLAS's own threads (which help at long sequences).
 
 attention_rows_forward / _backward compute the same for chosen query rows only
 (flat positions n = b*T + t): what the last block needs when the loss reads only
@@ -20,9 +19,9 @@ import math
 
 import numpy as np
 
-from ._jit import kernel
-from .blas import matmul_into
-from .exp import exp
+from ._fast.jit import kernel
+from ._fast.blas import matmul_into
+from ._fast.exp import exp
 from .softmax import softmax_row
 
 BLAS_MIN_T = 32
@@ -146,7 +145,10 @@ def _backward_blas(dout, qkv, att):
 
 
 def attention_forward(qkv, n_heads, causal):
-    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T)."""
+    """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T).
+
+    NumPy twin: numpy_ref.attention_forward.
+    """
     if qkv.shape[1] < BLAS_MIN_T:
         out, att = _forward_small(qkv, n_heads, causal)
         return out, att.transpose(0, 2, 1, 3)      # a view: attention_backward takes it back without a copy
@@ -158,6 +160,8 @@ def attention_backward(dout, qkv, att):
 
     dV_h = A^T dO_h;  dA = dO_h V_h^T;  dS = A * (dA - rowsum(dA * A)) / sqrt(D);
     dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient.
+
+    NumPy twin: numpy_ref.attention_backward.
     """
     B, T = qkv.shape[:2]
     if T < BLAS_MIN_T:      # every position is a query row: attention_rows_backward's loops
@@ -169,7 +173,10 @@ def attention_backward(dout, qkv, att):
 
 @kernel
 def attention_rows_forward(qkv, n_heads, causal, rows):
-    """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T)."""
+    """qkv (B, T, 3C), rows (M,) flat query positions -> out (M, C), att (M, H, T).
+
+    NumPy twin: numpy_ref.attention_rows_forward.
+    """
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
@@ -181,8 +188,8 @@ def attention_rows_forward(qkv, n_heads, causal, rows):
     for m in range(rows.shape[0]):
         b, t = rows[m] // T, rows[m] % T
         n_keys = t + 1 if causal else T
-        # as in _forward_small, for one query row. The two loops stay written out twice: shared helpers
-        # for the scores and the weighted values measured 63 -> 85 µs for _forward_small at the course's size.
+        # as in _forward_small, for one query row. The two loops stay written out in both kernels:
+        # shared helpers for the scores and the weighted values made _forward_small slower.
         for h in range(n_heads):
             q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
             q = qkv[b, t, q0:q0 + D]
@@ -208,6 +215,8 @@ def attention_rows_backward(dout, qkv, att, rows):
 
     Per row and head: ds = a * (dO V^T - sum(a * dO V^T)) / sqrt(D);  dq = ds K;
     dK += ds^T q;  dV += a^T dO.  A masked key has a = 0, so it gets no gradient.
+
+    NumPy twin: numpy_ref.attention_rows_backward.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3

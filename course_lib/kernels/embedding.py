@@ -4,18 +4,8 @@ Shapes: tokens (B, T) int, E (V, C), P (T_max, C), x (B, T, C).
 """
 import numpy as np
 
-from ._jit import kernel
-
-
-def sinusoidal_table(n_positions, d_model, dtype=np.float64):
-    """P[pos, 2i] = sin(pos / 10000^(2i/C)), P[pos, 2i+1] = cos(pos / 10000^(2i/C)). -> (T, C)."""
-    pos = np.arange(n_positions, dtype=np.float64)[:, None]
-    two_i = np.arange(0, d_model, 2, dtype=np.float64)[None, :]
-    angle = pos / 10000.0 ** (two_i / d_model)
-    table = np.zeros((n_positions, d_model))
-    table[:, 0::2] = np.sin(angle)
-    table[:, 1::2] = np.cos(angle[:, : d_model // 2])
-    return table.astype(dtype)
+from ._fast.jit import kernel
+from .numpy_ref import sinusoidal_table  # noqa: F401  (plain NumPy: one table for both paths)
 
 
 @kernel
@@ -30,7 +20,10 @@ def first_out_of_range(tokens, vocab_size):
 
 @kernel
 def embedding_forward(tokens, tok_emb, pos):
-    """x = E[tokens] + P[:T]. tokens (B, T), E (V, C), P (T_max, C) or None -> x (B, T, C)."""
+    """x = E[tokens] + P[:T]. tokens (B, T), E (V, C), P (T_max, C) or None -> x (B, T, C).
+
+    NumPy twin: numpy_ref.embedding_forward.
+    """
     B, T = tokens.shape
     C = tok_emb.shape[1]
     x = np.empty((B, T, C), dtype=tok_emb.dtype)
@@ -50,6 +43,8 @@ def embedding_backward(tokens, dx, vocab_size):
     """Scatter-add: dE[v] = sum of dx[b, t] over positions holding token v; dP[t] = sum_b dx[b, t].
 
     tokens (B, T), dx (B, T, C) -> dE (V, C), dP (T, C). A repeated token accumulates.
+
+    NumPy twin: numpy_ref.embedding_backward.
     """
     B, T, C = dx.shape
     d_tok = np.zeros((vocab_size, C), dtype=dx.dtype)

@@ -4,7 +4,7 @@ Biased variance, eps inside the square root. Shapes: x, y (N, C); gamma, beta (C
 """
 import numpy as np
 
-from ._jit import kernel
+from ._fast.jit import kernel
 
 
 @kernel
@@ -12,6 +12,8 @@ def layernorm_forward(x, gamma, beta, eps):
     """x (N, C) -> y (N, C), xhat (N, C), rstd (N,)  with xhat = (x - mean) * rstd.
 
     Sums in x's precision (two passes: mean, then the squares of x - mean).
+
+    NumPy twin: numpy_ref.layernorm_forward.
     """
     N, C = x.shape
     f = x.dtype.type
@@ -42,10 +44,12 @@ def layernorm_backward(dy, xhat, rstd, gamma):
     """dy (N, C) -> dx (N, C), dgamma (C,), dbeta (C,).
 
     With g = dy * gamma:  dx = rstd / C * (C * g - sum(g) - xhat * sum(g * xhat)).
+
+    NumPy twin: numpy_ref.layernorm_backward.
     """
     N, C = dy.shape
     f = dy.dtype.type
-    fc = f(C)
+    C_float = f(C)          # C in dy's precision: the loop stays in float32
     dx = np.empty_like(dy)
     for n in range(N):
         sum_g = f(0.0)
@@ -54,9 +58,9 @@ def layernorm_backward(dy, xhat, rstd, gamma):
             g = dy[n, c] * gamma[c]
             sum_g += g
             sum_gx += g * xhat[n, c]
-        scale = rstd[n] / fc
+        scale = rstd[n] / C_float
         for c in range(C):
-            dx[n, c] = scale * (fc * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
+            dx[n, c] = scale * (C_float * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
     dgamma = np.zeros(C, dtype=dy.dtype)
     dbeta = np.zeros(C, dtype=dy.dtype)
     for n in range(N):          # a pass of its own: the loop above stays free of stores to (C,) arrays

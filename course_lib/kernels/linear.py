@@ -4,13 +4,16 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O).
 """
 import numpy as np
 
-from ._jit import kernel
-from .blas import matmul
+from ._fast.jit import kernel
+from ._fast.blas import matmul
 
 
 @kernel
 def linear_forward(x, w, b):
-    """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O)."""
+    """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O).
+
+    NumPy twin: numpy_ref.linear_forward.
+    """
     y = matmul(x, w)
     if b is not None:
         for n in range(y.shape[0]):
@@ -21,7 +24,10 @@ def linear_forward(x, w, b):
 
 @kernel
 def linear_backward(dy, x, w, has_bias):
-    """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,)."""
+    """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,).
+
+    NumPy twin: numpy_ref.linear_backward.
+    """
     dx = matmul(dy, w.T)
     dw = matmul(x.T, dy)
     db = np.zeros(dy.shape[1], dtype=dy.dtype)

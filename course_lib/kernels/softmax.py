@@ -4,8 +4,8 @@ Shapes: x, y (N, K).
 """
 import numpy as np
 
-from ._jit import kernel
-from .exp import exp
+from ._fast.jit import kernel
+from ._fast.exp import exp
 
 
 @kernel
@@ -34,7 +34,10 @@ def softmax_row(x, y, n, scale):
 
 @kernel
 def softmax_forward(x):
-    """y[i] = exp(x[i] - max x[i]) / sum exp(x[i] - max x[i]). x (N, K) -> y (N, K)."""
+    """y[i] = exp(x[i] - max x[i]) / sum exp(x[i] - max x[i]). x (N, K) -> y (N, K).
+
+    NumPy twin: numpy_ref.softmax_forward.
+    """
     y = np.empty_like(x)
     for i in range(x.shape[0]):
         softmax_row(x[i], y[i], x.shape[1], 1.0)
@@ -43,7 +46,10 @@ def softmax_forward(x):
 
 @kernel
 def softmax_backward(dy, y):
-    """dx = y * (dy - sum(dy * y)) per row: the softmax Jacobian (diag(y) - y y^T) applied to dy."""
+    """dx = y * (dy - sum(dy * y)) per row: the softmax Jacobian (diag(y) - y y^T) applied to dy.
+
+    NumPy twin: numpy_ref.softmax_backward.
+    """
     dx = np.empty_like(dy)
     for i in range(y.shape[0]):
         s = 0.0

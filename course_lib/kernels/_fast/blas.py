@@ -1,11 +1,10 @@
 """Matrix products inside kernels, through NumPy's own OpenBLAS.
 
 Numba's `a @ b` calls SciPy's copy of OpenBLAS. NumPy has another, and each keeps
-its own threads, which spin for about 0.1 s after a call: on a 2-core machine a loop
-that mixes NumPy products with course_lib steps ran about 9x slower while the two pools
-fought over the cores. Calling NumPy's library (its CBLAS sgemm / dgemm) from the
-kernels leaves one pool. It is also faster at the course's sizes: measured 39 against
-45 µs for (256, 64) @ (64, 192), 44 against 55 µs for its weight gradient.
+its own threads, which spin for a while after a call: on a small machine a loop that
+mixes NumPy products with course_lib steps slows down badly while the two pools fight
+over the cores. Calling NumPy's library (its CBLAS sgemm / dgemm) from the kernels
+leaves one pool, and is also the faster of the two at the course's sizes.
 
 If this NumPy has no such library (another build), `matmul` is Numba's `a @ b`.
 """
@@ -17,7 +16,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from numba import types
 
-from ._jit import kernel
+from .jit import kernel
 
 _SGEMM, _DGEMM = "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"   # NumPy 2 wheels: 64-bit integer CBLAS
 

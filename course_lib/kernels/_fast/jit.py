@@ -8,8 +8,8 @@ also lets loops with a division vectorise.
 Kernels are compiled with LLVM's loop interleaving off. By default LLVM runs 4
 vectors side by side, so a vectorised float32 loop needs 32 iterations, and the
 course model's loops over one head (D = 16) fell back to half-width vectors. One
-vector at a time handles them in two full-width steps: measured, the attention
-kernels at the course's size run 1.2-1.35x faster and the mid size is unchanged. The
+vector at a time handles them in two full-width steps, which makes the attention
+kernels at the course's size faster and leaves larger sizes as they were. The
 switch is LLVM's own option, set only while a kernel compiles, so other Numba code
 in the process is compiled as usual.
 """
