@@ -1,10 +1,15 @@
-"""Command line: `python -m course_lib train --preset deep_dive --seed 0 --out model.npz`."""
+"""Command line.
+
+    python -m course_lib train --preset deep_dive --seed 0 --out model.npz
+    python -m course_lib grade PATH --out report.csv      (instructors: see course_lib.grade)
+    python -m course_lib doctor                           (learners: see course_lib.doctor)
+"""
 import argparse
 import math
 import sys
 import time
 
-from . import io, optim, task, train
+from . import doctor, grade, io, optim, task, train
 from .config import presets
 from .model import Transformer
 
@@ -36,6 +41,14 @@ def build_parser():
     t.add_argument("--patience", type=int, default=None, help="stop after this many epochs without improvement")
     t.add_argument("--out", default="model.npz", help="where to save the trained model (.npz)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    grade.configure(sub.add_parser(
+        "grade", help="run learners' notebooks and report what the checkers found",
+        description="Run every notebook under PATH in a scratch copy and a kernel of its own, with time and "
+                    "memory limits, and write one CSV row per learner, notebook and exercise.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    sub.add_parser("doctor", help="check that this environment can run the course",
+                   description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
+                               "course-model step; print the fix for each problem.")
     return parser
 
 
@@ -79,13 +92,25 @@ def cmd_train(args):
     return 130 if hist.interrupted else 0
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
+def check_train_args(args):
     for name in ("epochs", "batch_size", "n_train"):
         if getattr(args, name) <= 0:
             build_parser().error(f"--{name.replace('_', '-')} must be a positive integer")
     if args.n_train + 1000 > task.N_PROBLEMS:
         build_parser().error(f"--n-train can be at most {task.N_PROBLEMS - 1000} (1,000 problems are held out)")
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.command == "doctor":
+        return doctor.run()
+    if args.command == "grade":
+        try:
+            return grade.command(args)
+        except (grade.GradeError, OSError) as e:  # a bad request or an unwritable report: one line
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    check_train_args(args)
     try:
         return cmd_train(args)
     except (ValueError, TypeError, train.TrainingDiverged) as e:
