@@ -9,7 +9,6 @@ float64 gradient check, and how long a step takes. Exit status 1 when any check 
 """
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import tempfile
@@ -155,7 +154,8 @@ def check_widgets() -> Check:
         return Check(True, f"ipywidgets {version}; no Jupyter front end here: if you open the notebooks from "
                            f"another environment, install jupyterlab_widgets there")
     # JupyterLab and Notebook 7 load jupyterlab_widgets; the classic Notebook 6 widgetsnbextension
-    needed = "widgetsnbextension" if notebook and lab is None and int(notebook.split(".")[0]) < 7 else "jupyterlab_widgets"
+    classic = notebook is not None and lab is None and int(notebook.split(".")[0]) < 7
+    needed = "widgetsnbextension" if classic else "jupyterlab_widgets"
     if _version(needed) is None:
         return Check(False, f"ipywidgets {version}, but {needed} is missing: the front end cannot draw widgets",
                      f"pip install {needed}, then restart Jupyter")

@@ -69,7 +69,8 @@ def _kernel_manager(spec_dir: Path, memory: int) -> AsyncKernelManager:
             "display_name": "course_lib grader", "language": "python"}
     (spec_dir / KERNEL_NAME).mkdir(parents=True)
     (spec_dir / KERNEL_NAME / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
-    return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec_dir)]))
+    specs = KernelSpecManager(kernel_dirs=[str(spec_dir)])
+    return AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
 
 
 def _kernel_env(results: Path) -> dict:
