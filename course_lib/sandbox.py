@@ -4,8 +4,9 @@
 
 What the grader relies on:
 
-- the notebook is copied alone into a new temporary folder, and its kernel starts there: a
-  cell that deletes files deletes that copy (the folder is removed afterwards);
+- the notebook is copied alone into a new temporary folder (one level down, in `work/`),
+  and its kernel starts there: a cell that deletes its folder, or the one above, deletes
+  only that copy (the folder is removed afterwards);
 - the kernel is a separate process, so nothing the learner writes runs in the grader's;
   it is started under a memory limit (RLIMIT_AS, inherited by anything it starts): an
   allocation past it raises MemoryError in the learner's cell;
@@ -123,7 +124,10 @@ def run_notebook(path, *, timeout: float = 300, memory: int = 4 * 2**30) -> Outc
     # the scratch folder may be gone (the learner deleted it) or half-deletable: ignore that
     with tempfile.TemporaryDirectory(prefix="course-grade-") as private, \
             tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as scratch:
-        shutil.copy(path, Path(scratch) / Path(path).name)
+        # one level down, so that a careless `rm -rf ..` still stays inside the scratch folder
+        work = Path(scratch) / "work"
+        work.mkdir()
+        shutil.copy(path, work / Path(path).name)
         results = Path(private) / "results.jsonl"
         km = _kernel_manager(Path(private) / "kernels", memory)
         client = NotebookClient(
@@ -131,7 +135,7 @@ def run_notebook(path, *, timeout: float = 300, memory: int = 4 * 2**30) -> Outc
             # each cell may use only what is left of the notebook's time
             timeout_func=lambda cell: max(deadline - time.monotonic(), 0.001),
             on_cell_start=lambda cell, cell_index: current.update(cell=cell_index),
-            resources={"metadata": {"path": scratch}})
+            resources={"metadata": {"path": str(work)}})
         try:
             # the kernel's own stdout/stderr (not the cells' outputs) would garble the grader's
             client.execute(env=_kernel_env(results), cleanup_kc=True,

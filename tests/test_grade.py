@@ -64,9 +64,12 @@ def graded_class(tmp_path_factory):
     cell.source = cell.source.replace("return min(a, b, c)", "return max(a, b, c)")
     write(wrong, root / "cat")                                                  # one wrong solution
     chaos = small_notebook()
-    # deletes its own working folder (the scratch copy), then an exercise that never ends
+    # deletes its own working folder (the scratch copy; refuses anywhere else), then an
+    # exercise that never ends
     solution_cell(chaos, "Exercise 1.1").source = (
-        "import os, shutil\nshutil.rmtree(os.getcwd())\n\n" + solution_cell(chaos, "Exercise 1.1").source)
+        "import os, shutil\n"
+        "assert os.path.basename(os.path.dirname(os.getcwd())).startswith('course-scratch-')\n"
+        "shutil.rmtree(os.getcwd())\n\n" + solution_cell(chaos, "Exercise 1.1").source)
     solution_cell(chaos, "Exercise 1.2").source = "while True:\n    pass"
     write(chaos, root / "dan")
     (root / "dan" / "keep.txt").write_text("mine")
