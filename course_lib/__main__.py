@@ -110,6 +110,9 @@ def main(argv=None):
         except (grade.GradeError, OSError) as e:  # a bad request or an unwritable report: one line
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("interrupted: no report written", file=sys.stderr)
+            return 130
     check_train_args(args)
     try:
         return cmd_train(args)

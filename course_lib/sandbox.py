@@ -145,6 +145,10 @@ def run_notebook(path, *, timeout: float = 300, memory: int = 4 * 2**30) -> Outc
         finally:
             if km.has_kernel:  # nbclient stops it; this is in case it could not
                 run_sync(km.shutdown_kernel)(now=True)
+        if getattr(client, "_async_cleanup_kernel_future", None) is not None:
+            # set only by nbclient's Ctrl-C/SIGTERM handler, which stops the kernel and carries
+            # on as if the cell had failed: let the grader stop instead
+            raise KeyboardInterrupt
         outcome.records = _read_records(results)
     outcome.seconds = time.monotonic() - start
     return outcome

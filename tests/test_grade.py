@@ -4,8 +4,13 @@ The class test runs a small notebook built from notebook 01's own exercise cells
 seconds a learner); one test runs the whole of notebook 01 (about 30 s).
 """
 import csv
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -158,3 +163,19 @@ def test_errors_are_one_line(tmp_path, capsys, make_args, says):
     assert main(["grade", *make_args(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_ctrl_c_stops_grading_in_one_line(tmp_path):
+    """Ctrl-C (SIGINT) in the middle of an endless notebook: the grader stops, kernel and all."""
+    nb = small_notebook()
+    solution_cell(nb, "Exercise 1.1").source = "while True:\n    pass"
+    write(nb, tmp_path / "ann")
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
+    grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path), "--out",
+                               str(tmp_path / "r.csv"), "--timeout", "120", "--no-progress"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(10)  # the endless cell is running by now
+    grader.send_signal(signal.SIGINT)
+    out, err = grader.communicate(timeout=60)
+    assert grader.returncode == 130 and err == "interrupted: no report written\n" and out == ""
+    assert not (tmp_path / "r.csv").exists()
