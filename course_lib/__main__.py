@@ -16,9 +16,16 @@ from .model import Transformer
 PRESETS = {"deep_dive": presets.deep_dive}
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A command's argument errors in one line: the usage is one --help away."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m course_lib", description="course_lib commands")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     t = sub.add_parser("train", help="train the course model on the operations task",
                        description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
                                    "on the held-out test split and the wall time, and save it. Ctrl-C stops "

@@ -179,3 +179,11 @@ def test_ctrl_c_stops_grading_in_one_line(tmp_path):
     out, err = grader.communicate(timeout=60)
     assert grader.returncode == 130 and err == "interrupted: no report written\n" and out == ""
     assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("argv", [["grade"], ["grade", ".", "--timeout", "soon"], ["doctor", "--fast"]])
+def test_argument_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "error:" in err and "Traceback" not in err
