@@ -1,20 +1,32 @@
-"""Command line: `python -m course_lib train --preset deep_dive --seed 0 --out model.npz`."""
+"""Command line.
+
+    python -m course_lib train --preset deep_dive --seed 0 --out model.npz
+    python -m course_lib grade PATH --out report.csv      (instructors: see course_lib.grade)
+    python -m course_lib doctor                           (learners: see course_lib.doctor)
+"""
 import argparse
 import math
 import os
 import sys
 import time
 
-from . import io, optim, task, train
+from . import doctor, grade, io, optim, task, train
 from .config import presets
 from .model import Transformer
 
 PRESETS = {"deep_dive": presets.deep_dive}
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A command's argument errors in one line: the usage is one --help away."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m course_lib", description="course_lib commands")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     t = sub.add_parser("train", help="train the course model on the operations task",
                        description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
                                    "on the held-out test split and the wall time, and save it. Ctrl-C stops "
@@ -45,6 +57,14 @@ def build_parser():
                         "validation accuracy the replaced model had)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.set_defaults(parser=t)    # option errors then print this command's usage
+    grade.configure(sub.add_parser(
+        "grade", help="run learners' notebooks and report what the checkers found",
+        description="Run every notebook under PATH in a scratch copy and a kernel of its own, with time and "
+                    "memory limits, and write one CSV row per learner, notebook and exercise.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    sub.add_parser("doctor", help="check that this environment can run the course",
+                   description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
+                               "course-model step; print the fix for each problem.")
     return parser
 
 
@@ -154,6 +174,17 @@ def cmd_train(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.command == "doctor":
+        return doctor.run()
+    if args.command == "grade":
+        try:
+            return grade.command(args)
+        except (grade.GradeError, OSError) as e:  # a bad request or an unwritable report: one line
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted: no report written", file=sys.stderr)
+            return 130
     check_options(args)
     try:
         return cmd_train(args)

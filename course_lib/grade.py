@@ -1,0 +1,204 @@
+"""Grade a class: run every learner's notebooks and collect what the checkers found.
+
+    python -m course_lib grade PATH --out report.csv [--timeout 300] [--memory 4]
+
+PATH is one notebook, a folder of one learner's notebooks (learner = the folder's name),
+or a folder with one sub-folder per learner. Each notebook runs top to bottom in a
+scratch copy, in a kernel of its own, with time and memory limits (see course_lib.sandbox).
+
+The exercises expected in a notebook are read from its own cells: a markdown heading
+`### Exercise N.k: title`, then the stub/solution code cell(s), then the first code cell
+that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with a
+status:
+
+    passed / failed / not done   what the checker recorded ($COURSE_LIB_RESULTS; the last call wins)
+    error                        the notebook stopped inside the exercise's cells (raised, time or
+                                 memory limit), so the checker had nothing to say
+    not reached                  the checker never ran: an earlier cell stopped the notebook, or the
+                                 check cell no longer calls it
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from tqdm.auto import tqdm
+
+from .sandbox import run_notebook
+
+COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message")
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+Exercise (\d+\.\d+)[ \t]*:?[ \t]*(.*)$", re.M)
+CHECK_CALL = re.compile(r"\bchecks\.check_\w+\s*\(")
+
+
+class GradeError(ValueError):
+    """A problem with what the grader was asked to do (not with a learner's notebook)."""
+
+
+@dataclass
+class Exercise:
+    name: str          # "Exercise 1.2"
+    title: str
+    first_cell: int    # the heading's index
+    check_cell: int    # the index of the cell that calls the checker
+
+
+def expected_exercises(nb) -> list[Exercise]:
+    """The exercises a notebook sets: heading, at least one code cell, then a checker call."""
+    found, pending, has_code = [], None, False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            match = HEADING.search(cell.source)
+            if match:
+                pending, has_code = Exercise(f"Exercise {match[1]}", match[2].strip(), index, -1), False
+        elif cell.cell_type == "code" and pending is not None:
+            if CHECK_CALL.search(cell.source) and has_code:
+                pending.check_cell = index
+                found.append(pending)
+                pending = None
+            has_code = True
+    return found
+
+
+def _notebooks(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
+
+
+def find_class(path) -> dict[str, list[Path]]:
+    """learner -> notebooks, from one notebook, one learner's folder, or a folder of learners' folders."""
+    path = Path(path)
+    if not path.exists():
+        raise GradeError(f"{path} does not exist")
+    if path.is_file():
+        if path.suffix != ".ipynb":
+            raise GradeError(f"{path} is not a notebook (.ipynb) nor a folder of notebooks")
+        return {path.resolve().parent.name: [path]}
+    own = _notebooks(path)
+    if own:
+        return {path.resolve().name: own}
+    learners = {d.name: _notebooks(d) for d in sorted(path.iterdir())
+                if d.is_dir() and not d.name.startswith(".")}  # skips .ipynb_checkpoints, .git
+    learners = {name: notebooks for name, notebooks in learners.items() if notebooks}
+    if not learners:
+        raise GradeError(f"no notebooks (.ipynb) in {path} nor in its sub-folders")
+    return learners
+
+
+def _from_record(record) -> tuple[str, str, str]:
+    status = record.get("status")
+    if status not in ("passed", "failed", "not done"):
+        return "error", "", f"the checker recorded an unknown status {status!r}"
+    message = record.get("message") or ""
+    if record.get("hint"):
+        message += f" Hint: {record['hint']}"
+    return status, record.get("stage") or "", message
+
+
+def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise, str, str, str]]:
+    """(exercise, status, stage, message) for each expected exercise, then any other recorded one."""
+    last = {r["exercise"]: r for r in outcome.records}   # a check re-run later in the notebook wins
+    rows = []
+    for ex in exercises:
+        record = last.pop(ex.name, None)
+        stopped = outcome.stopped_at
+        if record is not None:
+            rows.append((ex, *_from_record(record)))
+        elif outcome.reason and (stopped is None or ex.first_cell <= stopped <= ex.check_cell):
+            rows.append((ex, "error", "", outcome.reason))
+        elif outcome.reason and stopped < ex.first_cell:
+            rows.append((ex, "not reached", "", f"the notebook stopped before it: {outcome.reason}"))
+        else:
+            rows.append((ex, "not reached", "", f"cell {ex.check_cell} ran but did not call the checker"))
+    for name, record in last.items():
+        rows.append((Exercise(name, record.get("title") or "", -1, -1), *_from_record(record)))
+    return rows
+
+
+def grade_notebook(learner: str, path: Path, timeout: float, memory: int) -> list[dict]:
+    """The report rows of one learner's notebook."""
+    base = {"learner": learner, "notebook": path.name}
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as err:  # nbformat raises several kinds for a broken file
+        return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
+                 "message": f"not a readable notebook ({type(err).__name__}: {err})"}]
+    outcome = run_notebook(path, timeout=timeout, memory=memory)
+    base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
+    return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage, "message": message}
+            for ex, status, stage, message in exercise_statuses(expected_exercises(nb), outcome)]
+
+
+def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = True) -> list[dict]:
+    """Grade every notebook under `path`: a list of report rows (dicts with COLUMNS and the title)."""
+    learners = find_class(path)
+    jobs = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
+    rows = []
+    with tqdm(jobs, unit="notebook", disable=not progress, desc="grading") as bar:
+        for learner, notebook in bar:
+            bar.set_postfix_str(f"{learner}/{notebook.name}")
+            rows += grade_notebook(learner, notebook, timeout, memory)
+    return rows
+
+
+def write_csv(rows: list[dict], out) -> None:
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _where(row: dict) -> str:
+    """A row's status, with the stage and message when they tell a learner what to do next."""
+    text = row["status"] + (f" [{row['stage']}]" if row["stage"] else "")
+    if row["status"] in ("failed", "error", "not reached") and row["message"]:
+        text += f": {row['message']}"
+    return text
+
+
+def summary(rows: list[dict]) -> str:
+    """Per learner: exercises passed out of all; per exercise: learners who passed it
+    (for a single learner: the status of each exercise, to show where they are)."""
+    learners = list(dict.fromkeys(r["learner"] for r in rows))
+    titles = {r["exercise"]: r["title"] for r in rows if r["exercise"]}
+    passed = {(r["learner"], r["exercise"]) for r in rows if r["status"] == "passed"}
+    lwidth, ewidth = max(map(len, learners)), max((len(f"{e} {t}") for e, t in titles.items()), default=0)
+    lines = ["exercises passed, per learner:"]
+    for learner in learners:
+        n = sum((learner, ex) in passed for ex in titles)
+        lines.append(f"  {learner:<{lwidth}}  {n}/{len(titles)}")
+    if len(learners) == 1:
+        lines.append("status, per exercise:")
+        lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {_where(r)}" for r in rows if r["exercise"]]
+        return "\n".join(lines)
+    lines.append("learners who passed, per exercise:")
+    for ex, title in titles.items():
+        k = sum((learner, ex) in passed for learner in learners)
+        lines.append(f"  {ex + ' ' + title:<{ewidth}}  {k}/{len(learners)} ({100 * k / len(learners):.0f}%)")
+    return "\n".join(lines)
+
+
+def configure(parser) -> None:
+    """Add the grade command's arguments to an argparse parser."""
+    parser.add_argument("path", help="a notebook, a folder of one learner's notebooks, or a folder "
+                                     "with one sub-folder per learner")
+    parser.add_argument("--out", default="report.csv", help="the CSV report to write")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
+    parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def command(args) -> int:
+    """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request."""
+    if args.timeout <= 0 or args.memory <= 0:
+        raise GradeError("--timeout and --memory must be positive")
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
+    rows = grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30), progress=not args.no_progress)
+    write_csv(rows, out)
+    print(summary(rows))
+    print(f"report: {out} ({len(rows)} rows)")
+    return 0

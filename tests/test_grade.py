@@ -1,0 +1,189 @@
+"""`python -m course_lib grade`: a class made of copies of the course's own notebooks.
+
+The class test runs a small notebook built from notebook 01's own exercise cells (a few
+seconds a learner); one test runs the whole of notebook 01 (about 30 s).
+"""
+import csv
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from course_lib import grade
+from course_lib.__main__ import main
+from course_lib.edition import student_notebook
+
+NB01 = Path(__file__).resolve().parent.parent / "notebooks" / "01_tokens_and_task.ipynb"
+
+
+def small_notebook():
+    """A setup cell and notebook 01's three exercises (heading, solution, check), as they are."""
+    source = nbformat.read(NB01, as_version=4)
+    exercises = grade.expected_exercises(source)
+    nb = nbformat.v4.new_notebook(metadata=source.metadata)
+    nb.cells = [new_code_cell("import numpy as np\nimport course_lib as cl")]
+    for ex in exercises:
+        nb.cells += source.cells[ex.first_cell:ex.check_cell + 1]
+    return nb
+
+
+def solution_cell(nb, exercise):
+    """The code cell that holds the solution of `exercise` (the one with the markers)."""
+    ex = next(e for e in grade.expected_exercises(nb) if e.name == exercise)
+    return next(c for c in nb.cells[ex.first_cell:ex.check_cell] if "### BEGIN SOLUTION" in c.source)
+
+
+def write(nb, folder, name="01_small.ipynb"):
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name)
+    return folder / name
+
+
+def by_exercise(rows, learner):
+    return {r["exercise"]: r for r in rows if r["learner"] == learner}
+
+
+def test_exercises_are_read_from_the_notebook():
+    found = grade.expected_exercises(nbformat.read(NB01, as_version=4))
+    assert [(e.name, e.title, e.first_cell, e.check_cell) for e in found] == [
+        ("Exercise 1.1", "encode by hand", 12, 14), ("Exercise 1.2", "the answer function", 16, 18),
+        ("Exercise 1.3", "a central-difference derivative", 53, 55)]
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """Grade a class of six learners once; return (class folder, rows, the files before)."""
+    root = tmp_path_factory.mktemp("class")
+    write(small_notebook(), root / "ann")                                       # every solution
+    write(student_notebook(small_notebook())[0], root / "ben")                  # the student edition
+    wrong = small_notebook()
+    cell = solution_cell(wrong, "Exercise 1.2")
+    cell.source = cell.source.replace("return min(a, b, c)", "return max(a, b, c)")
+    write(wrong, root / "cat")                                                  # one wrong solution
+    chaos = small_notebook()
+    # deletes its own working folder (the scratch copy; refuses anywhere else), then an
+    # exercise that never ends
+    solution_cell(chaos, "Exercise 1.1").source = (
+        "import os, shutil\n"
+        "assert os.path.basename(os.path.dirname(os.getcwd())).startswith('course-scratch-')\n"
+        "shutil.rmtree(os.getcwd())\n\n" + solution_cell(chaos, "Exercise 1.1").source)
+    solution_cell(chaos, "Exercise 1.2").source = "while True:\n    pass"
+    write(chaos, root / "dan")
+    (root / "dan" / "keep.txt").write_text("mine")
+    hog = small_notebook()
+    solution_cell(hog, "Exercise 1.1").source = "hoard = []\nwhile True:\n    hoard.append(bytearray(10**8))"
+    write(hog, root / "eve")                                                    # allocates without end
+    (root / "fay").mkdir()
+    (root / "fay" / "01_small.ipynb").write_text("{not json")                  # a broken file
+    (root / "sentinel.txt").write_text("outside every scratch copy")
+    originals = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    rows = grade.grade(root, timeout=20, memory=2 * 2**30, progress=False)
+    return root, rows, originals
+
+
+def test_solutions_pass_and_student_edition_is_not_done(graded_class):
+    _, rows, _ = graded_class
+    assert {e: r["status"] for e, r in by_exercise(rows, "ann").items()} == {
+        "Exercise 1.1": "passed", "Exercise 1.2": "passed", "Exercise 1.3": "passed"}
+    assert {r["status"] for r in by_exercise(rows, "ben").values()} == {"not done"}
+    assert len(by_exercise(rows, "ben")) == 3
+
+
+def test_wrong_solution_fails_at_its_stage(graded_class):
+    _, rows, _ = graded_class
+    cat = by_exercise(rows, "cat")
+    assert cat["Exercise 1.2"]["status"] == "failed"
+    assert cat["Exercise 1.2"]["stage"] == "one case per operation"
+    assert "my_answer('Min', (3, 8, 4)) = 8, expected 3" in cat["Exercise 1.2"]["message"]
+    assert cat["Exercise 1.1"]["status"] == cat["Exercise 1.3"]["status"] == "passed"
+
+
+def test_endless_loop_stops_at_the_limit_and_deletion_stays_in_the_scratch_copy(graded_class):
+    root, rows, originals = graded_class
+    dan = by_exercise(rows, "dan")
+    assert dan["Exercise 1.1"]["status"] == "passed"          # deleting its folder broke nothing else
+    assert dan["Exercise 1.2"]["status"] == "error"
+    assert "time limit reached" in dan["Exercise 1.2"]["message"]
+    assert dan["Exercise 1.3"]["status"] == "not reached"
+    # every file of the class, the sentinel and the learner's own folder included, is as it was
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == originals
+    assert all(20 <= r["seconds"] < 40 for r in dan.values())  # stopped at the limit, not long after
+
+
+def test_runaway_allocation_and_broken_file_are_reported(graded_class):
+    _, rows, _ = graded_class
+    eve = by_exercise(rows, "eve")
+    assert eve["Exercise 1.1"]["status"] == "error" and "MemoryError" in eve["Exercise 1.1"]["message"]
+    assert eve["Exercise 1.2"]["status"] == eve["Exercise 1.3"]["status"] == "not reached"
+    fay = [r for r in rows if r["learner"] == "fay"]
+    assert len(fay) == 1 and fay[0]["status"] == "error" and "not a readable notebook" in fay[0]["message"]
+
+
+def test_summary_counts_learners_and_exercises(graded_class):
+    _, rows, _ = graded_class
+    text = grade.summary(rows)
+    assert "  ann  3/3" in text and "  ben  0/3" in text and "  cat  2/3" in text and "  dan  1/3" in text
+    assert re.search(r"\n  Exercise 1\.1 encode by hand +3/6 \(50%\)\n", text)
+    assert re.search(r"\n  Exercise 1\.2 the answer function +1/6 \(17%\)\n", text)
+
+
+def test_real_notebook_one_learner(tmp_path, capsys):
+    """The whole of notebook 01 with its solutions, graded through the command line."""
+    shutil.copy(NB01, tmp_path / NB01.name)
+    out = tmp_path / "report.csv"
+    assert main(["grade", str(tmp_path / NB01.name), "--out", str(out), "--timeout", "240", "--no-progress"]) == 0
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(grade.COLUMNS)
+    assert [(r["learner"], r["exercise"], r["status"]) for r in rows] == [
+        (tmp_path.name, f"Exercise 1.{k}", "passed") for k in (1, 2, 3)]
+    printed = capsys.readouterr().out
+    assert f"{tmp_path.name}  3/3" in printed
+    assert re.search(r"\n  Exercise 1\.3 a central-difference derivative +passed\n", printed)
+
+
+@pytest.mark.parametrize("make_args, says", [
+    (lambda d: [str(d / "missing")], "does not exist"),
+    (lambda d: [str(d / "notes.txt")], "is not a notebook"),
+    (lambda d: [str(d / "empty")], "no notebooks"),
+    (lambda d: [str(d / "empty"), "--out", str(d / "nowhere" / "r.csv")], "does not exist"),
+    (lambda d: [str(d / "empty"), "--timeout", "0"], "must be positive"),
+])
+def test_errors_are_one_line(tmp_path, capsys, make_args, says):
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    (tmp_path / "empty").mkdir()
+    assert main(["grade", *make_args(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_ctrl_c_stops_grading_in_one_line(tmp_path):
+    """Ctrl-C (SIGINT) in the middle of an endless notebook: the grader stops, kernel and all."""
+    nb = small_notebook()
+    solution_cell(nb, "Exercise 1.1").source = "while True:\n    pass"
+    write(nb, tmp_path / "ann")
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
+    grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path), "--out",
+                               str(tmp_path / "r.csv"), "--timeout", "120", "--no-progress"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(10)  # the endless cell is running by now
+    grader.send_signal(signal.SIGINT)
+    out, err = grader.communicate(timeout=60)
+    assert grader.returncode == 130 and err == "interrupted: no report written\n" and out == ""
+    assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("argv", [["grade"], ["grade", ".", "--timeout", "soon"], ["doctor", "--fast"]])
+def test_argument_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "error:" in err and "Traceback" not in err
