@@ -129,9 +129,9 @@ def _blas_of(libraries, package: str):
 
 
 def check_blas() -> Check:
-    import numpy  # noqa: F401  load both BLAS libraries so that threadpoolctl sees them
-    import scipy.linalg  # noqa: F401  the kernels' products call BLAS through SciPy
     from threadpoolctl import threadpool_info
+
+    from .kernels._fast.blas import NUMPY_BLAS  # loads NumPy's BLAS (and Numba's SciPy one)
 
     libraries = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
     if not libraries:
@@ -140,8 +140,12 @@ def check_blas() -> Check:
     def describe(lib):
         return f"{lib['internal_api']} {lib.get('version') or ''} with {lib['num_threads']} threads".replace("  ", " ")
 
-    return Check(True, f"BLAS: NumPy uses {describe(_blas_of(libraries, 'numpy'))}, the kernels (through SciPy) "
-                       f"{describe(_blas_of(libraries, 'scipy'))}; training small models uses 1 thread")
+    numpy_blas = describe(_blas_of(libraries, "numpy"))
+    if NUMPY_BLAS is not None:
+        kernels = "the kernels call the same library (one pool of threads)"
+    else:
+        kernels = f"the kernels call SciPy's {describe(_blas_of(libraries, 'scipy'))} (this NumPy build has no CBLAS of its own)"
+    return Check(True, f"BLAS: NumPy uses {numpy_blas}; {kernels}; training small models uses 1 thread")
 
 
 def check_widgets() -> Check:
