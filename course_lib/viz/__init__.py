@@ -1,0 +1,14 @@
+"""Plots learners call: one line in a notebook, a figure (or a slider over figures) out.
+
+- figures: the course style, `new_figure`, `heatmap`, `line_plot`, gradient-check maps;
+- widgets: `slider_plot` / `widget_plot`, a live ipywidgets plot in Jupyter that also works
+  in the built book without a kernel (its script is `slider.js`);
+- tokens, embeddings, attention: the plots of notebooks 01, 02 and 03.
+"""
+from .figures import (LINESTYLES, PALETTE, STYLE, CourseFigure, figure_and_axes,  # noqa: F401
+                      figure_png, gradient_check, gradient_error_maps, heatmap, line_plot,
+                      new_figure, style)
+from .widgets import MAX_FRAMES, WidgetPlot, slider_plot, widget_plot  # noqa: F401
+from .tokens import *  # noqa: F401,F403
+from .embeddings import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
