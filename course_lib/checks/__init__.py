@@ -8,3 +8,7 @@ from .core import CheckFailed, NotDone, Result, call, checker, expect_close, exp
 from .tokens import *  # noqa: F401,F403  notebook 01
 from .embeddings import *  # noqa: F401,F403  notebook 02
 from .attention import *  # noqa: F401,F403  notebook 03
+from .multihead import *  # noqa: F401,F403  notebook 04
+from .layernorm import *  # noqa: F401,F403  notebook 05
+from .feedforward import *  # noqa: F401,F403  notebook 06
+from .loss import *  # noqa: F401,F403  notebook 08
