@@ -7,7 +7,9 @@ execution counts are 1, 2, 3, ...). What is stored is only what a reader needs:
 
 - no per-cell timestamps (nbclient's `execution` metadata): they change on every run;
 - the widget state of live plots, without the images of `ipywidgets.Image` models: the
-  same frame is already in the plot's HTML fallback, and a live kernel sends it again.
+  same frame is already in the plot's HTML fallback, and a live kernel sends it again;
+- every cell holding a solution (`### BEGIN SOLUTION`) tagged `hide-input`, so that the
+  book shows it folded.
 
 A notebook that raises is not written: the error names the cell, the file keeps its last
 good run.
@@ -43,6 +45,9 @@ def execute(path, timeout=600):
     client.execute()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if "### BEGIN SOLUTION" in cell.source and "hide-input" not in tags:
+            cell.metadata["tags"] = [*tags, "hide-input"]
     _drop_image_frames(nb)
     write_atomic(path, lambda f: f.write(nbformat.writes(nb).encode("utf-8")))
     return nb

@@ -85,3 +85,10 @@ def test_no_solution_line_shown_before_its_exercise(notebook):
         shown = [t for t in (line.split("#")[0].strip() for line in body.splitlines())
                  if len(t) >= 16 and not t.startswith(("return", "raise")) and t in earlier]
         assert not shown, shown
+
+
+def test_solutions_are_folded_in_the_book(notebook):
+    _, cells = notebook
+    for cell in cells:
+        if "### BEGIN SOLUTION" in source(cell):
+            assert "hide-input" in cell.get("metadata", {}).get("tags", []), source(cell)[:60]
