@@ -393,33 +393,30 @@ def test_a_function_that_changes_its_input_in_place_fails_naming_it(capsys):
 
 # ---- version 2 of the guide: in-place changes, dtypes, odd return values -----------------
 
-def test_embed_changing_E_in_place_fails_naming_it(capsys):
-    def scales_table(tokens, E):
-        out = E[tokens].copy()
-        E *= 0.0                 # e.g. reusing E as a scratch buffer
-        return out
-    result = check_embed(scales_table)
+def scales_table(tokens, E):
+    out = E[tokens].copy()
+    E *= 0.0                 # e.g. reusing E as a scratch buffer
+    return out
+
+
+def sorts_tokens(tokens, dX, V):
+    dE = embed_backward(tokens, dX, V)
+    tokens.sort(axis=1)
+    return dE
+
+
+def scales_dX(tokens, dX, V):
+    dX *= 1.0 + 1e-3         # e.g. folding a scale into the upstream gradient
+    return embed_backward(tokens, dX, V) / (1.0 + 1e-3)
+
+
+@pytest.mark.parametrize("check, fn, name", [(check_embed, scales_table, "E"),
+                                             (check_embed_backward, sorts_tokens, "tokens"),
+                                             (check_embed_backward, scales_dX, "dX")])
+def test_changing_an_input_in_place_fails_naming_it(check, fn, name, capsys):
+    result = check(fn)
     lines(capsys)
-    assert not result.passed and "`E` in place" in result.message
-
-
-def test_embed_backward_changing_tokens_in_place_fails_naming_it(capsys):
-    def sorts_tokens(tokens, dX, V):
-        dE = embed_backward(tokens, dX, V)
-        tokens.sort(axis=1)
-        return dE
-    result = check_embed_backward(sorts_tokens)
-    lines(capsys)
-    assert not result.passed and "`tokens` in place" in result.message
-
-
-def test_embed_backward_changing_dX_in_place_fails_naming_it(capsys):
-    def scales_dX(tokens, dX, V):
-        dX *= 1.0 + 1e-3         # e.g. folding a scale into the upstream gradient
-        return embed_backward(tokens, dX, V) / (1.0 + 1e-3)
-    result = check_embed_backward(scales_dX)
-    lines(capsys)
-    assert not result.passed and "`dX` in place" in result.message
+    assert not result.passed and f"`{name}` in place" in result.message
 
 
 def test_embed_backward_float32_accumulator_is_named_as_a_dtype_problem(capsys):
