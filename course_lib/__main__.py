@@ -11,7 +11,7 @@ import sys
 import time
 
 from . import doctor, grade, io, optim, task, train
-from .config import presets
+from .config import check_integer, presets
 from .model import Transformer
 
 PRESETS = {"deep_dive": presets.deep_dive}
@@ -83,16 +83,16 @@ def make_schedule(name, lr, total, warmup):
 def check_options(args):
     """Every option is checked before training starts: a mistake costs nothing. Exits 2 on the first bad one."""
     parser = args.parser
-    for name in ("epochs", "batch_size", "n_train"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be a positive integer")
+    for name, low in (("epochs", 1), ("batch_size", 1), ("n_train", 1), ("seed", 0), ("split_seed", 0),
+                      ("warmup", 0), ("patience", 1)):
+        value = getattr(args, name)
+        try:
+            if value is not None:       # only --patience may be left out
+                check_integer(f"--{name.replace('_', '-')}", value, low)
+        except ValueError as e:
+            parser.error(str(e))
     if args.n_train + 1000 > task.N_PROBLEMS:
         parser.error(f"--n-train can be at most {task.N_PROBLEMS - 1000} (1,000 problems are held out)")
-    for name in ("seed", "split_seed", "warmup"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be an integer >= 0, got {getattr(args, name)}")
-    if args.patience is not None and args.patience <= 0:
-        parser.error(f"--patience must be a positive integer, got {args.patience}")
     if not (math.isfinite(args.lr) and args.lr > 0):
         parser.error(f"--lr must be a positive finite number, got {args.lr:g} (with 0 nothing would be learnt)")
     for name, value in (("weight-decay", args.weight_decay), ("clip", args.clip)):

@@ -1,11 +1,27 @@
-"""Model configuration and the course's presets."""
+"""Model configuration and the course's presets; the one check of whole-number settings."""
 import math
 from dataclasses import dataclass, asdict, replace
+
+import numpy as np
 
 NORMS = ("post", "pre")
 ACTIVATIONS = ("relu", "gelu")
 POSITIONALS = ("sinusoidal", "learned", "none")
 DTYPES = ("float32", "float64")
+
+
+def is_integer(value, low=1, numpy=True):
+    """True for an int >= low (a NumPy integer too, when numpy=True); False for bools, floats and the rest."""
+    kinds = (int, np.integer) if numpy else int
+    return not isinstance(value, bool) and isinstance(value, kinds) and value >= low
+
+
+def check_integer(name, value, low=1, numpy=True):
+    """ValueError '{name} must be a positive integer, got ...' (or '... an integer >= {low}') unless
+    is_integer(value, low, numpy). Every whole-number setting (sizes, epochs, seeds) is checked here."""
+    if not is_integer(value, low, numpy):
+        wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+        raise ValueError(f"{name} must be {wanted}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -36,12 +52,9 @@ class ModelConfig:
     use_layernorm: bool = True
 
     def __post_init__(self):
-        for name in ("vocab_size", "seq_len", "d_model", "n_heads", "d_ff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.n_layers, bool) or not isinstance(self.n_layers, int) or self.n_layers < 0:
-            raise ValueError(f"ModelConfig.n_layers must be an integer >= 0, got {self.n_layers!r}")
+        for name in ("vocab_size", "seq_len", "d_model", "n_heads", "d_ff", "n_layers"):
+            check_integer(f"ModelConfig.{name}", getattr(self, name), low=0 if name == "n_layers" else 1,
+                          numpy=False)      # a config is saved as JSON: plain ints only
         if self.d_model % self.n_heads:
             allowed = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "

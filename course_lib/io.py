@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from ._files import write_atomic
-from .config import ModelConfig
+from .config import ModelConfig, is_integer
 from .model import Transformer
 from . import optim as _optim
 
@@ -226,7 +226,7 @@ def _load_optimizer(path, meta, state, model, shapes, dtype):
         raise CheckpointError(f"{path!r}: unknown optimiser type {meta.get('type')!r}; "
                               f"known: {', '.join(_OPTIMIZERS)}")
     hp, t = meta.get("hparams"), meta.get("t")
-    if not isinstance(hp, dict) or isinstance(t, bool) or not isinstance(t, int) or t < 0:
+    if not isinstance(hp, dict) or not is_integer(t, low=0, numpy=False):
         raise CheckpointError(f"{path!r}: 'optim' needs 'hparams' (an object) and 't' (an integer >= 0), "
                               f"got {meta!r}")
     hp = dict(hp)

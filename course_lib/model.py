@@ -114,7 +114,14 @@ class Transformer:
         return other
 
     # ----- input checks --------------------------------------------------
-    def _check_tokens(self, tokens):
+    def check_inputs(self, tokens, targets):
+        """Check tokens (B, T) and targets (B, T) against the model, as loss() does; ValueError or
+        TypeError saying what is wrong. -> (tokens int64 (B, T), targets flat int64 (N,), scored rows)."""
+        tokens = self.check_tokens(tokens)
+        return (tokens, *self.check_targets(targets, tokens.shape))
+
+    def check_tokens(self, tokens):
+        """Token ids (B, T), or (T,) for one sequence, in 0..V-1 with T <= seq_len -> int64 (B, T)."""
         cfg = self.config
         tokens = np.asarray(tokens)
         if tokens.dtype.kind not in "iu":
@@ -133,7 +140,7 @@ class Transformer:
                              f"allowed ids: 0..{cfg.vocab_size - 1}")
         return ids
 
-    def _check_targets(self, targets, shape):
+    def check_targets(self, targets, shape):
         """-> the targets as flat int64 (N,), and the positions that are scored (target != IGNORE)."""
         V = self.config.vocab_size
         targets = np.asarray(targets)
@@ -196,15 +203,14 @@ class Transformer:
 
     def forward(self, tokens):
         """tokens int (B, T) -> logits (B, T, V)."""
-        tokens = self._check_tokens(tokens)
+        tokens = self.check_tokens(tokens)
         return self._forward(tokens).reshape(*tokens.shape, self.config.vocab_size)
 
     __call__ = forward
 
     def loss(self, tokens, targets):
         """Mean cross-entropy over targets != -100. Keeps what backward() needs."""
-        tokens = self._check_tokens(tokens)
-        targets, rows = self._check_targets(targets, tokens.shape)
+        tokens, targets, rows = self.check_inputs(tokens, targets)
         if len(rows) == targets.size:
             rows = None                 # every position is scored
         logits = self._forward(tokens, rows)

@@ -8,6 +8,7 @@ from itertools import product
 
 import numpy as np
 
+from .config import is_integer
 from .kernels.numpy_ref import IGNORE  # target id that is not scored
 
 VOCAB = ["[PAD]", "[EOS]", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
@@ -85,13 +86,29 @@ def operation_of(tokens):
     return np.asarray(tokens)[:, 0] - TOKEN_TO_ID[OPERATIONS[0]]
 
 
+def is_task_data(tokens, targets):
+    """True when the rows look like make_dataset's: length 8, one scored position each, an operation first."""
+    first = tokens[:, 0]
+    return (tokens.shape[1] == SEQ_LEN and np.all((targets != IGNORE).sum(1) == 1)
+            and np.all((first >= TOKEN_TO_ID[OPERATIONS[0]]) & (first <= TOKEN_TO_ID[OPERATIONS[-1]])))
+
+
+def operation_groups(tokens, targets):
+    """{operation: boolean mask of its rows} for the operations present, in OPERATIONS order;
+    {} when the rows are not the task's problems. What train.evaluate's acc_per_op is split by."""
+    if not is_task_data(tokens, targets):
+        return {}
+    ops = operation_of(tokens)
+    return {op: ops == i for i, op in enumerate(OPERATIONS) if np.any(ops == i)}
+
+
 def splits(seed=0, n_train=4000, n_val=500, n_test=500):
     """Disjoint train / validation / test sets of distinct problems.
 
     Returns a dict name -> (tokens, targets). The same seed gives the same bytes.
     """
     sizes = (n_train, n_val, n_test)
-    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in sizes):
+    if not all(is_integer(n, low=0) for n in sizes):
         raise ValueError(f"split sizes must be non-negative integers, got {sizes}")
     if sum(sizes) > N_PROBLEMS:
         raise ValueError(f"n_train + n_val + n_test = {sum(sizes)} exceeds the {N_PROBLEMS} distinct problems")

@@ -12,18 +12,21 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import io, optim, task
-from .threads import blas_threads, blas_threads_for
-from .kernels import IGNORE
+from .config import check_integer
+from .kernels import IGNORE, numpy_ref
+from .kernels._fast.threads import blas_threads, blas_threads_for
 
 
 class TrainingDiverged(FloatingPointError):
     """The loss or a gradient became NaN or infinite; the message names the step and the parameter."""
 
 
-def evaluate(model, tokens, targets, batch_size=1000):
-    """Loss and accuracy at the scored positions; accuracy per operation for the task's data.
+def evaluate(model, tokens, targets, batch_size=1000, groups=None):
+    """Loss and accuracy at the scored positions, and accuracy per group of rows.
 
-    -> dict(loss, acc, acc_per_op={op: acc}) (acc_per_op empty when the rows are not task problems).
+    groups: dict label -> boolean mask (or indices) of the rows in that group; None: the task's
+    operations when the rows are task problems (task.operation_groups), else none.
+    -> dict(loss, acc, acc_per_op={label: acc}) (a group with no rows is left out).
     """
     total_loss, correct, count = 0.0, [], 0
     for lo in range(0, len(tokens), batch_size):
@@ -32,26 +35,24 @@ def evaluate(model, tokens, targets, batch_size=1000):
         scored = tgt != IGNORE
         z = logits[scored].astype(np.float64)
         y = tgt[scored]
-        m = z.max(-1, keepdims=True)
-        lse = m[:, 0] + np.log(np.exp(z - m).sum(-1))
-        total_loss += float(np.sum(lse - z[np.arange(len(y)), y]))
+        total_loss += float(np.sum(numpy_ref.logsumexp(z) - z[np.arange(len(y)), y]))
         count += len(y)
-        hit = z.argmax(-1) == y
-        correct.append(hit)
+        correct.append(z.argmax(-1) == y)
     hits = np.concatenate(correct)
-    out = {"loss": total_loss / max(count, 1), "acc": float(hits.mean()) if count else float("nan"),
-           "acc_per_op": {}}
-    if _is_task_data(tokens, targets):
-        ops = task.operation_of(tokens)
-        out["acc_per_op"] = {op: float(hits[ops == i].mean()) for i, op in enumerate(task.OPERATIONS)
-                             if np.any(ops == i)}
+    if groups is None:
+        groups = task.operation_groups(tokens, targets)
+    return {"loss": total_loss / max(count, 1), "acc": float(hits.mean()) if count else float("nan"),
+            "acc_per_op": _accuracy_by_group(hits, groups)}
+
+
+def _accuracy_by_group(hits, groups):
+    """{label: share of hits in the group's rows}, for the groups that have rows."""
+    out = {}
+    for label, rows in groups.items():
+        picked = hits[rows]
+        if picked.size:
+            out[label] = float(picked.mean())
     return out
-
-
-def _is_task_data(tokens, targets):
-    first = tokens[:, 0]
-    return (tokens.shape[1] == task.SEQ_LEN and np.all((targets != IGNORE).sum(1) == 1)
-            and np.all((first >= task.TOKEN_TO_ID["First"]) & (first <= task.TOKEN_TO_ID["Min"])))
 
 
 def _culprit(params, lr):
@@ -97,6 +98,26 @@ class History:
     interrupted: bool = False
     seconds: float = 0.0
 
+    def record_step(self, step, loss, lr, grad_norm, grad_norm_by_group):
+        """One training step's numbers."""
+        self.step.append(step)
+        self.loss.append(loss)
+        self.lr.append(lr)
+        self.grad_norm.append(grad_norm)
+        for g, v in grad_norm_by_group.items():
+            self.grad_norm_by_group[g].append(v)
+
+    def record_evaluation(self, epoch, step, train, val):
+        """One end-of-epoch evaluation; train and val are evaluate()'s results."""
+        self.epoch.append(epoch)
+        self.eval_step.append(step)
+        self.train_loss.append(train["loss"])
+        self.train_acc.append(train["acc"])
+        self.val_loss.append(val["loss"])
+        self.val_acc.append(val["acc"])
+        for op, acc in val["acc_per_op"].items():
+            self.val_acc_per_op.setdefault(op, []).append(acc)
+
     def to_arrays(self):
         """Plain NumPy arrays for plotting: dict name -> array (per-op and per-group as 'name/key')."""
         out = {k: np.asarray(getattr(self, k)) for k in
@@ -136,31 +157,14 @@ def _check_split(name, split, model):
     tokens, targets = (np.asarray(a) for a in split)
     if len(tokens) == 0:
         raise ValueError(f"{name} split is empty")
-    model._check_targets(targets, model._check_tokens(tokens).shape)
+    model.check_inputs(tokens, targets)
     return tokens, targets
 
 
-def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, schedule=None, clip=None,
-        patience=None, restore_best=True, snapshot_steps=(), snapshot_tokens=None, checkpoint=None,
-        callback=None, progress=True):
-    """Train `model` with `optimizer` on train = (tokens, targets); evaluate on val each epoch.
-
-    schedule: callable step -> lr (course_lib.optim schedules), clip: max global gradient norm,
-    patience: stop after this many epochs without a better validation accuracy, restore_best: end
-    with the parameters of the best epoch, snapshot_steps: steps at which to record attention
-    weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint: path that
-    receives the best model (and optimiser state) whenever validation improves, callback(step,
-    history): called after every step. Ctrl-C stops cleanly, keeping the best model so far.
-    Parameters holding NaN or infinity are refused at the start (ValueError, naming them); a loss,
-    gradient or parameter that becomes NaN or infinite raises TrainingDiverged naming the step and
-    the first such parameter or gradient, before any checkpoint could store it.
-    -> History.
-    """
-    train_tok, train_tgt = _check_split("train", train, model)
-    val_tok, val_tgt = _check_split("val", val, model)
-    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _check_settings(model, optimizer, epochs, batch_size, clip):
+    """fit's settings, and parameters that a loss would never show broken, checked before any step."""
+    check_integer("epochs", epochs)
+    check_integer("batch_size", batch_size)
     if clip is not None and not clip > 0:
         raise ValueError(f"clip must be a positive number (max gradient norm) or None, got {clip!r}")
     if optimizer.params is not model.params:
@@ -168,25 +172,106 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     bad = io.describe_non_finite(model.params)
     if bad:     # e.g. a NaN in the [PAD] row: no loss would ever show it, yet it would be saved
         raise ValueError(f"fit cannot start from parameters holding NaN or infinity: {bad}")
-    if snapshot_tokens is None:
-        snapshot_tokens = np.array([task.encode("Max(1,6,2)")])
+
+
+def _grad_norms(grads, groups):
+    """-> (global norm, {group: norm}) of the gradients, summed in the order of `grads`."""
+    sq = dict.fromkeys(groups.values(), 0.0)
+    for name, g in grads.items():
+        sq[groups[name]] += optim.sum_squares(g.reshape(-1))
+    return math.sqrt(sum(sq.values())), {g: math.sqrt(v) for g, v in sq.items()}
+
+
+def _train_step(model, optimizer, tokens, targets, clip, schedule, groups, step, epoch):
+    """Step `step`: learning rate from the schedule, loss, gradients, their norms, clipping, update.
+    -> (loss, global gradient norm, {group: norm}). TrainingDiverged, naming the step, for a loss
+    or gradient that is NaN or infinite."""
+    where = f"step {step} (epoch {epoch})"
+    if schedule is not None:
+        optimizer.lr = schedule(step)
+    loss = model.loss(tokens, targets)
+    if not math.isfinite(loss):
+        raise TrainingDiverged(f"the loss became {loss} at {where}: " + _culprit(model.params, optimizer.lr))
+    grads = model.backward()
+    total, by_group = _grad_norms(grads, groups)
+    if not math.isfinite(total):
+        bad = next(k for k, g in grads.items() if not np.all(np.isfinite(g)))
+        raise TrainingDiverged(f"the gradient of {bad!r} became NaN or infinite at {where}; "
+                               f"try a smaller learning rate or clipping")
+    if clip is not None:
+        optim.clip_grad_norm(grads, clip, norm=total)
+    optimizer.step(grads)
+    return loss, total, by_group
+class _Best:
+    """The best epoch so far, by validation accuracy, then loss: a copy of its parameters and its
+    validation loss (History keeps its epoch and accuracy)."""
+
+    def __init__(self):
+        self.params, self.loss = None, float("inf")
+
+    def restore(self, model):
+        if self.params is not None:
+            for k, v in self.params.items():
+                model.params[k][...] = v
+
+
+def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience):
+    """Check the parameters, evaluate on train and val (splits: the two and the val groups), record,
+    keep the best parameters (and save them to `checkpoint`). -> True to stop early (patience)."""
+    bad = io.describe_non_finite(model.params)
+    if bad:     # the last update overflowed; found before evaluating, never checkpointed
+        raise TrainingDiverged(f"after step {step - 1} (epoch {epoch}) parameter {bad}; "
+                               f"try a smaller learning rate (now {optimizer.lr:g}) or clipping")
+    (train_tok, train_tgt), (val_tok, val_tgt), val_groups = splits
+    hist.record_evaluation(epoch, step, evaluate(model, train_tok, train_tgt, groups={}),
+                           evaluate(model, val_tok, val_tgt, groups=val_groups))
+    acc, loss = hist.val_acc[-1], hist.val_loss[-1]
+    if best.params is None or (acc, -loss) > (hist.best_val_acc, -best.loss):
+        hist.best_epoch, hist.best_val_acc, best.loss = epoch, acc, loss
+        best.params = {k: v.copy() for k, v in model.params.items()}
+        if checkpoint is not None:
+            io.save(model, checkpoint, optimizer, extra={"epoch": epoch, "step": step, "val_acc": acc})
+    elif patience is not None and epoch - hist.best_epoch >= patience:
+        hist.stopped_early = True
+    return hist.stopped_early
+
+
+def _snapshot(model, tokens, step):
+    """What fit records at a snapshot step: attention weights on `tokens` (first row; None:
+    `Max(1,6,2)`) and the token embeddings."""
+    attention = model.attention(np.array([task.encode("Max(1,6,2)")]) if tokens is None else tokens)
+    return {"step": step, "attention": np.stack([a[0] for a in attention]) if attention else None,
+            "tok_emb": model.params["tok_emb"].copy()}
+
+
+def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, schedule=None, clip=None,
+        patience=None, restore_best=True, snapshot_steps=(), snapshot_tokens=None, checkpoint=None,
+        callback=None, progress=True, val_groups=None):
+    """Train `model` with `optimizer` on train = (tokens, targets); evaluate on val each epoch.
+
+    schedule: callable step -> lr (course_lib.optim schedules), clip: max global gradient norm,
+    patience: stop after this many epochs without a better validation accuracy, restore_best: end
+    with the parameters of the best epoch, snapshot_steps: steps at which to record attention
+    weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint: path that
+    receives the best model (and optimiser state) whenever validation improves, callback(step,
+    history): called after every step, val_groups: the groups of validation rows val_acc_per_op
+    reports (as evaluate's groups; None: the task's operations). Ctrl-C stops cleanly, keeping the
+    best model so far.
+    Parameters holding NaN or infinity are refused at the start (ValueError, naming them); a loss,
+    gradient or parameter that becomes NaN or infinite raises TrainingDiverged naming the step and
+    the first such parameter or gradient, before any checkpoint could store it.
+    -> History.
+    """
+    train = _check_split("train", train, model)
+    splits = (train, _check_split("val", val, model), val_groups)
+    _check_settings(model, optimizer, epochs, batch_size, clip)
     snapshot_steps = set(int(s) for s in snapshot_steps)
-
-    rng = np.random.default_rng(seed)
-    groups = _groups(model.params)
+    rng, groups, best, n = np.random.default_rng(seed), _groups(model.params), _Best(), len(train[0])
     hist = History(grad_norm_by_group={g: [] for g in dict.fromkeys(groups.values())})
-    n = len(train_tok)
-    steps_per_epoch = math.ceil(n / batch_size)
-    best_params, best_loss, step, t0 = None, float('inf'), 0, time.perf_counter()
-    bar = tqdm(total=epochs * steps_per_epoch, disable=not progress, unit="step", leave=False)
-
-    def snapshot():
-        attention = model.attention(snapshot_tokens)
-        hist.snapshots.append({"step": step, "attention": np.stack([a[0] for a in attention]) if attention else None,
-                               "tok_emb": model.params["tok_emb"].copy()})
-
+    step, t0 = 0, time.perf_counter()
+    bar = tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress, unit="step", leave=False)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train_tok.shape[1])))
+        stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train[0].shape[1])))
         ctrl_c = stack.enter_context(_StopOnCtrlC())
         try:
             for epoch in range(epochs):
@@ -194,70 +279,28 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                 for lo in range(0, n, batch_size):
                     rows = order[lo:lo + batch_size]
                     if step in snapshot_steps:
-                        snapshot()
-                    if schedule is not None:
-                        optimizer.lr = schedule(step)
-                    loss = model.loss(train_tok[rows], train_tgt[rows])
-                    if not math.isfinite(loss):
-                        raise TrainingDiverged(f"the loss became {loss} at step {step} (epoch {epoch}): "
-                                               + _culprit(model.params, optimizer.lr))
-                    grads = model.backward()
-                    sq = {g: 0.0 for g in hist.grad_norm_by_group}
-                    for name, g in grads.items():
-                        sq[groups[name]] += optim.sum_squares(g.reshape(-1))
-                    total = math.sqrt(sum(sq.values()))
-                    if not math.isfinite(total):
-                        bad = next(k for k, g in grads.items() if not np.all(np.isfinite(g)))
-                        raise TrainingDiverged(f"the gradient of {bad!r} became NaN or infinite at step {step} "
-                                               f"(epoch {epoch}); try a smaller learning rate or clipping")
-                    if clip is not None:
-                        optim.clip_grad_norm(grads, clip, norm=total)
-                    optimizer.step(grads)
-                    hist.step.append(step)
-                    hist.loss.append(loss)
-                    hist.lr.append(optimizer.lr)
-                    hist.grad_norm.append(total)
-                    for g, v in sq.items():
-                        hist.grad_norm_by_group[g].append(math.sqrt(v))
+                        hist.snapshots.append(_snapshot(model, snapshot_tokens, step))
+                    loss, norm, by_group = _train_step(model, optimizer, train[0][rows], train[1][rows], clip,
+                                                       schedule, groups, step, epoch)
+                    hist.record_step(step, loss, optimizer.lr, norm, by_group)
                     step += 1
                     bar.update(1)
                     if callback is not None:
                         callback(step, hist)
                     if ctrl_c.requested:
                         raise KeyboardInterrupt
-                bad = io.describe_non_finite(model.params)
-                if bad:     # the last update overflowed; found before evaluating, never checkpointed
-                    raise TrainingDiverged(f"after step {step - 1} (epoch {epoch}) parameter {bad}; "
-                                           f"try a smaller learning rate (now {optimizer.lr:g}) or clipping")
-                tr = evaluate(model, train_tok, train_tgt)
-                va = evaluate(model, val_tok, val_tgt)
-                hist.epoch.append(epoch)
-                hist.eval_step.append(step)
-                hist.train_loss.append(tr["loss"])
-                hist.train_acc.append(tr["acc"])
-                hist.val_loss.append(va["loss"])
-                hist.val_acc.append(va["acc"])
-                for op, acc in va["acc_per_op"].items():
-                    hist.val_acc_per_op.setdefault(op, []).append(acc)
-                bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{va['acc']:.3f}")
-                if best_params is None or (va["acc"], -va["loss"]) > (hist.best_val_acc, -best_loss):
-                    hist.best_epoch, hist.best_val_acc, best_loss = epoch, va["acc"], va["loss"]
-                    best_params = {k: v.copy() for k, v in model.params.items()}
-                    if checkpoint is not None:
-                        io.save(model, checkpoint, optimizer, extra={"epoch": epoch, "step": step,
-                                                                     "val_acc": va["acc"]})
-                elif patience is not None and epoch - hist.best_epoch >= patience:
-                    hist.stopped_early = True
+                stop = _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience)
+                bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{hist.val_acc[-1]:.3f}")
+                if stop:
                     break
             if step in snapshot_steps:
-                snapshot()
+                hist.snapshots.append(_snapshot(model, snapshot_tokens, step))
         except KeyboardInterrupt:
             hist.interrupted = True
         finally:
             bar.close()
-    if restore_best and best_params is not None:
-        for k, v in best_params.items():
-            model.params[k][...] = v
+    if restore_best:
+        best.restore(model)
     hist.seconds = time.perf_counter() - t0
     return hist
 
