@@ -105,9 +105,9 @@ class Block:
         """LN `name` ("ln1", "ln2"): x (N, C) -> y (N, C); x itself when the model has no LayerNorm."""
         if not self.config.use_layernorm:
             return x
-        P, ln = self.params, self.prefix + name
-        y, s[name + ".xhat"], s[name + ".rstd"] = self.kernels.layernorm_forward(x, P[ln + ".gamma"], P[ln + ".beta"],
-                                                                                 self.config.ln_eps)
+        params, ln = self.params, self.prefix + name
+        y, s[name + ".xhat"], s[name + ".rstd"] = self.kernels.layernorm_forward(
+            x, params[ln + ".gamma"], params[ln + ".beta"], self.config.ln_eps)
         return y
 
     def layernorm_backward(self, name, dy, s, grads):
@@ -124,15 +124,15 @@ class Block:
 
         Q, K, V at all N positions; the heads and the output projection only at `rows` (all if None).
         """
-        P, at = self.params, self.prefix + "attn."
-        w_qkv = np.concatenate([P[at + "w_q"], P[at + "w_k"], P[at + "w_v"]], axis=1)
+        params, at = self.params, self.prefix + "attn."
+        w_qkv = np.concatenate([params[at + "w_q"], params[at + "w_k"], params[at + "w_v"]], axis=1)
         b_qkv = None
         if self.config.attn_bias:
-            b_qkv = np.concatenate([P[at + "b_q"], P[at + "b_k"], P[at + "b_v"]])
+            b_qkv = np.concatenate([params[at + "b_q"], params[at + "b_k"], params[at + "b_v"]])
         qkv = self.kernels.linear_forward(x, w_qkv, b_qkv).reshape(B, T, -1)
         heads, att = self.heads(qkv, rows)
         s.update({"attn.x": x, "attn.w_qkv": w_qkv, "attn.qkv": qkv, "attn.weights": att, "attn.heads": heads})
-        return self.kernels.linear_forward(heads, P[at + "w_o"], P.get(at + "b_o"))
+        return self.kernels.linear_forward(heads, params[at + "w_o"], params.get(at + "b_o"))
 
     def attention_backward(self, dy, s, grads):
         k, at = self.kernels, self.prefix + "attn."
@@ -168,17 +168,17 @@ class Block:
     # ----- feed-forward: relu/gelu(x W1 + b1) W2 + b2 -------------------------------
     def ffn(self, x, s):
         """x (N, C) -> h = x W1 + b1 (N, F) -> a = act(h) -> a W2 + b2 (N, C)."""
-        k, P, ff = self.kernels, self.params, self.prefix + "ffn."
-        h = k.linear_forward(x, P[ff + "w1"], P[ff + "b1"])
+        k, params, ff = self.kernels, self.params, self.prefix + "ffn."
+        h = k.linear_forward(x, params[ff + "w1"], params[ff + "b1"])
         a = k.relu_forward(h) if self.config.activation == "relu" else k.gelu_forward(h)
         s.update({"ffn.x": x, "ffn.h": h, "ffn.a": a})
-        return k.linear_forward(a, P[ff + "w2"], P[ff + "b2"])
+        return k.linear_forward(a, params[ff + "w2"], params[ff + "b2"])
 
     def ffn_backward(self, dy, s, grads):
-        k, P, ff, h = self.kernels, self.params, self.prefix + "ffn.", s["ffn.h"]
-        da, grads[ff + "w2"], grads[ff + "b2"] = k.linear_backward(dy, s["ffn.a"], P[ff + "w2"], True)
+        k, params, ff, h = self.kernels, self.params, self.prefix + "ffn.", s["ffn.h"]
+        da, grads[ff + "w2"], grads[ff + "b2"] = k.linear_backward(dy, s["ffn.a"], params[ff + "w2"], True)
         dh = k.relu_backward(da, h) if self.config.activation == "relu" else k.gelu_backward(da, h)
-        dx, grads[ff + "w1"], grads[ff + "b1"] = k.linear_backward(dh, s["ffn.x"], P[ff + "w1"], True)
+        dx, grads[ff + "w1"], grads[ff + "b1"] = k.linear_backward(dh, s["ffn.x"], params[ff + "w1"], True)
         return dx
 
 

@@ -163,16 +163,17 @@ class Transformer:
     # ----- forward: embed -> blocks -> (ln_f) -> head ----------------------
     def _forward(self, tokens, rows=None):
         """tokens (B, T) -> logits (N, V); or (M, V) at the scored `rows` of the N = B*T positions."""
-        k, P, cfg = self.kernels, self.params, self.config
+        k, params, cfg = self.kernels, self.params, self.config
         B, T = tokens.shape
         s = {"tokens": tokens, "rows": rows, "recompute": self.recompute}
-        x = k.embedding_forward(tokens, P["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
+        x = k.embedding_forward(tokens, params["tok_emb"], self._positions()).reshape(B * T, cfg.d_model)
         s["embeddings"] = x                                                 # x = E[tokens] + P[:T]
         x = self._blocks_forward(x, B, T, rows, s)
-        if "ln_f.gamma" in P:                                                # pre-LN: x = LN_f(x)
-            x, s["ln_f.xhat"], s["ln_f.rstd"] = k.layernorm_forward(x, P["ln_f.gamma"], P["ln_f.beta"], cfg.ln_eps)
+        if "ln_f.gamma" in params:                                           # pre-LN: x = LN_f(x)
+            x, s["ln_f.xhat"], s["ln_f.rstd"] = k.layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"],
+                                                                    cfg.ln_eps)
         s["final"] = x
-        logits = k.linear_forward(x, self._head_weight(), P.get("head.b"))  # logits = x W_head (+ b)
+        logits = k.linear_forward(x, self._head_weight(), params.get("head.b"))  # logits = x W_head (+ b)
         self._saved = s
         return logits
 
@@ -226,33 +227,33 @@ class Transformer:
         if s is None or "probs" not in s:
             raise ValueError("backward() needs a loss: call model.loss(tokens, targets) first "
                              "(forward() alone does not define one)")
-        k, P, cfg = self.kernels, self.params, self.config
+        k, params, cfg = self.kernels, self.params, self.config
         B, T = s["tokens"].shape
         grads = {}
         dlogits = k.cross_entropy_backward(s["probs"], s["targets"])
         dx = self._head_backward(dlogits, s["final"], grads)
-        if "ln_f.gamma" in P:
+        if "ln_f.gamma" in params:
             dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(dx, s["ln_f.xhat"], s["ln_f.rstd"],
-                                                                               P["ln_f.gamma"])
+                                                                               params["ln_f.gamma"])
         dx = self._blocks_backward(dx, B, T, s, grads)
         d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
         if cfg.tie_embeddings:
             d_tok += grads["tok_emb"]   # the head's share
         grads["tok_emb"] = d_tok
         if cfg.positional == "learned":
-            grads["pos_emb"] = np.zeros_like(P["pos_emb"])
+            grads["pos_emb"] = np.zeros_like(params["pos_emb"])
             grads["pos_emb"][:T] = d_pos
-        return {name: grads[name] for name in P}
+        return {name: grads[name] for name in params}
 
     def _head_backward(self, dlogits, x, grads):
         """logits = x W (+ b) -> dx; dW, db into grads. Tied, W = E^T: dx = dlogits E, and
         dE = dlogits^T x comes out in E's (V, C) layout (kept in grads["tok_emb"] for now)."""
-        k, P = self.kernels, self.params
+        k, params = self.kernels, self.params
         if self.config.tie_embeddings:
             grads["tok_emb"] = k.linear_forward(dlogits.T, x, None)
-            return k.linear_forward(dlogits, P["tok_emb"], None)
-        dx, grads["head.w"], db = k.linear_backward(dlogits, x, P["head.w"], "head.b" in P)
-        if "head.b" in P:
+            return k.linear_forward(dlogits, params["tok_emb"], None)
+        dx, grads["head.w"], db = k.linear_backward(dlogits, x, params["head.w"], "head.b" in params)
+        if "head.b" in params:
             grads["head.b"] = db
         return dx
 

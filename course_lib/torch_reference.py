@@ -13,7 +13,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the machine
     raise ImportError("course_lib.torch_reference needs PyTorch: pip install torch==2.13.0") from e
 
-from .kernels import sinusoidal_table
+from .kernels import IGNORE, sinusoidal_table
 
 
 class TorchTransformer:
@@ -34,26 +34,26 @@ class TorchTransformer:
                             self.cfg.ln_eps)
 
     def _attn(self, p, x):
-        cfg, P = self.cfg, self.params
+        cfg, params = self.cfg, self.params
         B, T, C = x.shape
         H, D = cfg.n_heads, cfg.d_model // cfg.n_heads
 
         def proj(w):
-            y = x @ P[p + "w_" + w]
-            return y + P[p + "b_" + w] if cfg.attn_bias else y
+            y = x @ params[p + "w_" + w]
+            return y + params[p + "b_" + w] if cfg.attn_bias else y
         q, k, v = (proj(w).view(B, T, H, D).transpose(1, 2) for w in "qkv")
         s = q @ k.transpose(-1, -2) / math.sqrt(D)
         if cfg.causal:
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
         a = torch.softmax(s, dim=-1)
-        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ P[p + "w_o"]
-        return o + P[p + "b_o"] if cfg.attn_bias else o
+        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ params[p + "w_o"]
+        return o + params[p + "b_o"] if cfg.attn_bias else o
 
     def _ffn(self, p, x):
-        P = self.params
-        h = x @ P[p + "w1"] + P[p + "b1"]
+        params = self.params
+        h = x @ params[p + "w1"] + params[p + "b1"]
         h = torch.relu(h) if self.cfg.activation == "relu" else F.gelu(h, approximate="tanh")
-        return h @ P[p + "w2"] + P[p + "b2"]
+        return h @ params[p + "w2"] + params[p + "b2"]
 
     def _sublayer(self, ln, f, x):
         cfg = self.cfg
@@ -64,12 +64,12 @@ class TorchTransformer:
         return x + fx if cfg.use_residual else fx
 
     def forward(self, tokens):
-        cfg, P = self.cfg, self.params
+        cfg, params = self.cfg, self.params
         tokens = torch.as_tensor(np.asarray(tokens, dtype=np.int64))
         T = tokens.shape[1]
-        x = P["tok_emb"][tokens]
+        x = params["tok_emb"][tokens]
         if cfg.positional == "learned":
-            x = x + P["pos_emb"][:T]
+            x = x + params["pos_emb"][:T]
         elif cfg.positional == "sinusoidal":
             x = x + self.pos[:T]
         for i in range(cfg.n_layers):
@@ -81,14 +81,14 @@ class TorchTransformer:
         if cfg.norm == "pre":
             x = self._ln("ln_f", x)
         if cfg.tie_embeddings:
-            return x @ P["tok_emb"].T
-        logits = x @ P["head.w"]
-        return logits + P["head.b"] if "head.b" in P else logits
+            return x @ params["tok_emb"].T
+        logits = x @ params["head.w"]
+        return logits + params["head.b"] if "head.b" in params else logits
 
     def loss(self, tokens, targets):
         logits = self.forward(tokens)
         t = torch.as_tensor(np.asarray(targets, dtype=np.int64))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), ignore_index=-100)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), ignore_index=IGNORE)
 
     def grads(self):
         return {k: v.grad.detach().numpy() for k, v in self.params.items()}

@@ -278,8 +278,3 @@ def expect_value_error(fn, args, call_text, raised_hint, returned_hint, passthro
         raise CheckFailed(f"{call_text} raised {type(e).__name__}: {e}, but ValueError was expected",
                           raised_hint) from None
     raise CheckFailed(f"{call_text} returned {got!r} instead of raising ValueError", returned_hint)
-
-
-def expect_equal(value, expected, what="your result", hint=None):
-    if value != expected:
-        raise CheckFailed(f"{what} is {value!r}, expected {expected!r}", hint)
