@@ -409,79 +409,93 @@ def _diagnose(got, f, x, h, want):
     return "the central difference is (f(x + h) - f(x - h)) / (2 * h), with the h you are given"
 
 
+def _exact_on_quadratics(fn):
+    def quad(x):
+        return 3.0 * x * x - 2.0 * x + 1.0
+    for x, h in ((2.0, 0.5), (-1.0, 0.25)):
+        want = 6.0 * x - 2.0
+        got = _number(call(fn, quad, x, h=h), f"central_difference(f, {x}, h={h})")
+        if abs(got - want) > 1e-9 * max(1.0, abs(want)):
+            raise CheckFailed(f"for f(x) = 3x^2 - 2x + 1 at x = {x} with h = {h} you got {got:.6g}, "
+                              f"expected f'(x) = {want:g} exactly (a central difference is exact for "
+                              f"quadratics)", _diagnose(got, quad, x, h, want))
+
+
+def _cubic_error_term(fn):
+    def cube(x):
+        return x ** 3
+    for h in (0.1, 0.2):
+        want = 3.0 + h * h   # 3x^2 + h^2 f'''(x)/6 at x = 1, exactly
+        got = _number(call(fn, cube, 1.0, h=h), f"central_difference(f, 1.0, h={h})")
+        if abs(got - want) > 1e-12 * want:
+            if abs(got - want) <= 2e-7 * want:      # right to float32's 7 digits only
+                hint = F32_HINT
+            elif abs(got - 3.0) < 1e-6:
+                hint = "use the step h passed in (h=...), not a fixed value"
+            else:
+                hint = _diagnose(got, cube, 1.0, h, 3.0)
+            raise CheckFailed(f"for f(x) = x^3 at x = 1 with h = {h} you got {got:.10g}, expected "
+                              f"3 + h^2 = {want:.10g}", hint)
+
+
+def _accurate_on_sin_and_exp(fn):
+    cases = [(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7)] + [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0)]
+    for f, df, x in cases:
+        want = float(df(x))
+        got = _number(call(fn, f, x), f"central_difference(np.{f.__name__}, {x})")
+        if abs(got - want) > 1e-8 * max(1.0, abs(want)):
+            raise CheckFailed(f"central_difference(np.{f.__name__}, {x}) = {got:.12g}, expected "
+                              f"{want:.12g} (error {abs(got - want):.1e}, should be below 1e-8)",
+                              hint="make h=1e-5 the default step: a larger h leaves truncation error, "
+                                   "a much smaller one loses digits to round-off")
+
+
+def _error_shrinks_like_h_squared(fn):
+    x = 0.5
+    errs = []
+    for h in (1e-1, 1e-2):
+        got = _number(call(fn, np.exp, x, h=h), f"central_difference(np.exp, {x}, h={h})")
+        errs.append(abs(got - math.exp(x)))
+    ratio = errs[0] / max(errs[1], 1e-300)
+    if not 50.0 < ratio < 200.0:
+        raise CheckFailed(f"dividing h by 10 divided the error by {ratio:.3g}, expected about 100 "
+                          f"(error O(h^2))",
+                          hint="an error that falls by about 10 is a one-sided (forward/backward) "
+                               "difference: use f(x + h) and f(x - h)")
+
+
+def _constant_linear_and_integer_x(fn):
+    got = _number(call(fn, lambda x: 4.0, 1.5), "central_difference(lambda x: 4.0, 1.5)")
+    if got != 0.0:
+        raise CheckFailed(f"the derivative of a constant came out as {got!r}, expected 0.0",
+                          hint="both evaluations of f give the same value: their difference is 0")
+    got = _number(call(fn, lambda x: 7.0 * x - 3.0, 2, h=1e-5),
+                  "central_difference(lambda x: 7x - 3, 2, h=1e-5)")
+    if abs(got - 7.0) > 1e-8:
+        raise CheckFailed(f"the derivative of 7x - 3 at the integer x = 2 came out as {got!r}, expected 7",
+                          hint="x may be an int: x + h and x - h must still be floats")
+
+
 @checker("Exercise 1.4", "central-difference derivative")
 def check_central_difference(fn):
     """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
     with stage("returns one number"):
         _number(call(fn, np.sin, 1.0), "central_difference(np.sin, 1.0)")
-
     with stage("a quadratic is exact, even with a large step"):
-        def quad(x):
-            return 3.0 * x * x - 2.0 * x + 1.0
-        for x, h in ((2.0, 0.5), (-1.0, 0.25)):
-            want = 6.0 * x - 2.0
-            got = _number(call(fn, quad, x, h=h), f"central_difference(f, {x}, h={h})")
-            if abs(got - want) > 1e-9 * max(1.0, abs(want)):
-                raise CheckFailed(f"for f(x) = 3x^2 - 2x + 1 at x = {x} with h = {h} you got {got:.6g}, "
-                                  f"expected f'(x) = {want:g} exactly (a central difference is exact for "
-                                  f"quadratics)", _diagnose(got, quad, x, h, want))
-
+        _exact_on_quadratics(fn)
     with stage("a cubic: error h^2 f'''/6, with the h you are given"):
-        def cube(x):
-            return x ** 3
-        for h in (0.1, 0.2):
-            want = 3.0 + h * h   # 3x^2 + h^2 f'''(x)/6 at x = 1, exactly
-            got = _number(call(fn, cube, 1.0, h=h), f"central_difference(f, 1.0, h={h})")
-            if abs(got - want) > 1e-12 * want:
-                if abs(got - want) <= 2e-7 * want:      # right to float32's 7 digits only
-                    hint = F32_HINT
-                elif abs(got - 3.0) < 1e-6:
-                    hint = "use the step h passed in (h=...), not a fixed value"
-                else:
-                    hint = _diagnose(got, cube, 1.0, h, 3.0)
-                raise CheckFailed(f"for f(x) = x^3 at x = 1 with h = {h} you got {got:.10g}, expected "
-                                  f"3 + h^2 = {want:.10g}", hint)
-
+        _cubic_error_term(fn)
     with stage("the default step h = 1e-5"):
         h = _default_step(lambda f: call(fn, f, 1.0))
         if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
             raise CheckFailed(f"called without h, your function evaluates f at points {2 * h:.3g} "
                               f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
-
     with stage("accuracy on sin and exp with the default h"):
-        cases = [(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7)] + [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0)]
-        for f, df, x in cases:
-            want = float(df(x))
-            got = _number(call(fn, f, x), f"central_difference(np.{f.__name__}, {x})")
-            if abs(got - want) > 1e-8 * max(1.0, abs(want)):
-                raise CheckFailed(f"central_difference(np.{f.__name__}, {x}) = {got:.12g}, expected "
-                                  f"{want:.12g} (error {abs(got - want):.1e}, should be below 1e-8)",
-                                  hint="make h=1e-5 the default step: a larger h leaves truncation error, "
-                                       "a much smaller one loses digits to round-off")
-
+        _accurate_on_sin_and_exp(fn)
     with stage("the error shrinks like h^2"):
-        x = 0.5
-        errs = []
-        for h in (1e-1, 1e-2):
-            got = _number(call(fn, np.exp, x, h=h), f"central_difference(np.exp, {x}, h={h})")
-            errs.append(abs(got - math.exp(x)))
-        ratio = errs[0] / max(errs[1], 1e-300)
-        if not 50.0 < ratio < 200.0:
-            raise CheckFailed(f"dividing h by 10 divided the error by {ratio:.3g}, expected about 100 "
-                              f"(error O(h^2))",
-                              hint="an error that falls by about 10 is a one-sided (forward/backward) "
-                                   "difference: use f(x + h) and f(x - h)")
-
+        _error_shrinks_like_h_squared(fn)
     with stage("edge cases: constant and linear functions, integer x"):
-        got = _number(call(fn, lambda x: 4.0, 1.5), "central_difference(lambda x: 4.0, 1.5)")
-        if got != 0.0:
-            raise CheckFailed(f"the derivative of a constant came out as {got!r}, expected 0.0",
-                              hint="both evaluations of f give the same value: their difference is 0")
-        got = _number(call(fn, lambda x: 7.0 * x - 3.0, 2, h=1e-5),
-                      "central_difference(lambda x: 7x - 3, 2, h=1e-5)")
-        if abs(got - 7.0) > 1e-8:
-            raise CheckFailed(f"the derivative of 7x - 3 at the integer x = 2 came out as {got!r}, expected 7",
-                              hint="x may be an int: x + h and x - h must still be floats")
+        _constant_linear_and_integer_x(fn)
 
 
 # ------------------------------------------------------------ Exercise 1.5 ---
@@ -565,85 +579,104 @@ ROWS = ("x has two axes here: x[i] is a whole row. Perturb one entry at a time, 
         "`for idx in np.ndindex(x.shape):` and x[idx]")
 
 
+def _gradient_of_linear(fn):
+    x = np.array([0.5, -1.0, 2.0])
+    w = np.array([3.0, -2.0, 0.25])
+    got = _call_gradient(fn, lambda: float(np.sum(w * x)), x)
+    arr = _gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3,)")
+    _not_all_zero(arr, w, "numerical_gradient(f, x) for f = sum(w * x)")
+    diagnose(arr, w, _formula_mistakes(w, 1e-5, atol=1e-12),
+             "entry i is (f() at x[i] + h minus f() at x[i] - h) / (2h), with only x[i] "
+             "changed", what="the gradient of f = sum(w * x), which is w,", atol=1e-12)
+
+
+def _gradient_by_hand(fn):
+    x = np.array([1.0, 2.0])
+    f = lambda: x[0] ** 2 + 3.0 * x[0] * x[1]       # noqa: E731  grad (2x0 + 3x1, 3x0)
+    got = _call_gradient(fn, f, x, h=0.5)
+    want = np.array([8.0, 3.0])
+    arr = _gradient_array(got, x, "numerical_gradient(f, x, h=0.5)")
+    _not_all_zero(arr, want, "numerical_gradient(f, x, h=0.5)")
+    diagnose(arr, want, [
+        (np.array([8.5, 3.0]), "this is the forward difference (f(x + h) - f(x)) / h, "
+                               "error O(h): use x[i] + h and x[i] - h, divided by 2h"),
+        (np.array([7.5, 3.0]), "this is the backward difference (f(x) - f(x - h)) / h: "
+                               "use x[i] + h and x[i] - h, divided by 2h"),
+    ] + _formula_mistakes(want, 0.5, atol=1e-12), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
+       "and a central difference is exact for a quadratic", what="numerical_gradient(f, x, "
+       "h=0.5) for f = x0^2 + 3 x0 x1 at x = (1, 2)", rtol=1e-9, atol=1e-12)
+
+
+def _gradient_of_cubic(fn):
+    x = np.array([1.0, -2.0, 0.5])
+    f = lambda: float(np.sum(x ** 3))               # noqa: E731
+    got = _call_gradient(fn, f, x, h=0.1)
+    exact = 3 * x ** 2
+    diagnose(_gradient_array(got, x, "numerical_gradient(f, x, h=0.1)"), exact + 0.01, [
+        (exact, "use the step h passed in (h=...), not a fixed value"),
+        (exact + 3 * x * 0.1 + 0.01, "this is the forward difference: use x[i] + h and "
+                                     "x[i] - h, divided by 2h"),
+    ], "for f = sum(x^3) a central difference with step h gives 3x^2 + h^2 exactly",
+        what="numerical_gradient(f, x, h=0.1) for f = sum(x^3)", rtol=1e-9, atol=1e-12)
+
+
+def _gradient_default_step(fn):
+    x = np.array([1.0])
+
+    def run(record):
+        _call_gradient(fn, lambda: record(x), x)
+
+    h = _default_step(run)
+    if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
+        raise CheckFailed(f"called without h, your function evaluates f at x[i] +- {h:.3g}, "
+                          f"not x[i] +- 1e-5", _step_hint(h))
+
+
+def _gradient_in_2d(fn):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4))
+    c = rng.standard_normal((3, 4))
+    f = lambda: float(np.sum(np.tanh(x) * c))       # noqa: E731
+    want = (1 - np.tanh(x) ** 2) * c
+    try:
+        got = _call_gradient(fn, f, x)
+    except CheckFailed as e:
+        if e.message.startswith("your function raised IndexError"):
+            raise CheckFailed(e.message, ROWS_SIZE) from None
+        raise
+    by_rows = np.repeat(want.sum(axis=1, keepdims=True), 4, axis=1)
+    diagnose(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3, 4)"), want,
+             [(by_rows, ROWS)], "entry (i, j) changes x[i, j] alone, by +h and by -h",
+             what="numerical_gradient(f, x) for f = sum(tanh(x) * c), x of shape (3, 4),",
+             rtol=1e-7, atol=1e-10)
+
+
+def _gradient_edge_cases(fn):
+    x = np.arange(8.0).reshape(2, 2, 2) / 4
+    got = _call_gradient(fn, lambda: np.asarray(np.sum(x ** 2)), x)
+    expect_close(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (2, 2, 2)"),
+                 2 * x, what="the gradient of sum(x^2) over a (2, 2, 2) array",
+                 hint=ROWS.replace("two axes", "three axes"), rtol=1e-7, atol=1e-10)
+    x = np.array([3.0, -1.0])
+    got = _call_gradient(fn, lambda: 4.0, x)
+    expect_close(_gradient_array(got, x, "numerical_gradient(lambda: 4.0, x)"), np.zeros(2),
+                 what="the gradient of a constant", atol=0.0,
+                 hint="both evaluations of a constant f give the same value: each entry is 0")
+
+
 @checker("Exercise 1.5", "numerical gradient of an array")
 def check_numerical_gradient(fn):
     """numerical_gradient(f, x, h=1e-5): central differences of the scalar f() w.r.t. each
     entry of the float64 array x, which f reads; x perturbed in place and restored."""
     with stage("returns an array shaped like x, x restored"):
-        x = np.array([0.5, -1.0, 2.0])
-        w = np.array([3.0, -2.0, 0.25])
-        got = _call_gradient(fn, lambda: float(np.sum(w * x)), x)
-        arr = _gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3,)")
-        _not_all_zero(arr, w, "numerical_gradient(f, x) for f = sum(w * x)")
-        diagnose(arr, w, _formula_mistakes(w, 1e-5, atol=1e-12),
-                 "entry i is (f() at x[i] + h minus f() at x[i] - h) / (2h), with only x[i] "
-                 "changed", what="the gradient of f = sum(w * x), which is w,", atol=1e-12)
-
+        _gradient_of_linear(fn)
     with stage("a hand-checkable case, h = 0.5"):
-        x = np.array([1.0, 2.0])
-        f = lambda: x[0] ** 2 + 3.0 * x[0] * x[1]       # noqa: E731  grad (2x0 + 3x1, 3x0)
-        got = _call_gradient(fn, f, x, h=0.5)
-        want = np.array([8.0, 3.0])
-        arr = _gradient_array(got, x, "numerical_gradient(f, x, h=0.5)")
-        _not_all_zero(arr, want, "numerical_gradient(f, x, h=0.5)")
-        diagnose(arr, want, [
-            (np.array([8.5, 3.0]), "this is the forward difference (f(x + h) - f(x)) / h, "
-                                   "error O(h): use x[i] + h and x[i] - h, divided by 2h"),
-            (np.array([7.5, 3.0]), "this is the backward difference (f(x) - f(x - h)) / h: "
-                                   "use x[i] + h and x[i] - h, divided by 2h"),
-        ] + _formula_mistakes(want, 0.5, atol=1e-12), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
-           "and a central difference is exact for a quadratic", what="numerical_gradient(f, x, "
-           "h=0.5) for f = x0^2 + 3 x0 x1 at x = (1, 2)", rtol=1e-9, atol=1e-12)
-
+        _gradient_by_hand(fn)
     with stage("a cubic: error h^2 f'''/6, with the h you pass"):
-        x = np.array([1.0, -2.0, 0.5])
-        f = lambda: float(np.sum(x ** 3))               # noqa: E731
-        got = _call_gradient(fn, f, x, h=0.1)
-        exact = 3 * x ** 2
-        diagnose(_gradient_array(got, x, "numerical_gradient(f, x, h=0.1)"), exact + 0.01, [
-            (exact, "use the step h passed in (h=...), not a fixed value"),
-            (exact + 3 * x * 0.1 + 0.01, "this is the forward difference: use x[i] + h and "
-                                         "x[i] - h, divided by 2h"),
-        ], "for f = sum(x^3) a central difference with step h gives 3x^2 + h^2 exactly",
-            what="numerical_gradient(f, x, h=0.1) for f = sum(x^3)", rtol=1e-9, atol=1e-12)
-
+        _gradient_of_cubic(fn)
     with stage("the default step h = 1e-5"):
-        x = np.array([1.0])
-
-        def run(record):
-            _call_gradient(fn, lambda: record(x), x)
-
-        h = _default_step(run)
-        if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
-            raise CheckFailed(f"called without h, your function evaluates f at x[i] +- {h:.3g}, "
-                              f"not x[i] +- 1e-5", _step_hint(h))
-
+        _gradient_default_step(fn)
     with stage("every entry of a 2-D x"):
-        rng = np.random.default_rng(1)
-        x = rng.standard_normal((3, 4))
-        c = rng.standard_normal((3, 4))
-        f = lambda: float(np.sum(np.tanh(x) * c))       # noqa: E731
-        want = (1 - np.tanh(x) ** 2) * c
-        try:
-            got = _call_gradient(fn, f, x)
-        except CheckFailed as e:
-            if e.message.startswith("your function raised IndexError"):
-                raise CheckFailed(e.message, ROWS_SIZE) from None
-            raise
-        by_rows = np.repeat(want.sum(axis=1, keepdims=True), 4, axis=1)
-        diagnose(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (3, 4)"), want,
-                 [(by_rows, ROWS)], "entry (i, j) changes x[i, j] alone, by +h and by -h",
-                 what="numerical_gradient(f, x) for f = sum(tanh(x) * c), x of shape (3, 4),",
-                 rtol=1e-7, atol=1e-10)
-
+        _gradient_in_2d(fn)
     with stage("edge cases: a 3-D x, a constant f, f returning a 0-d array"):
-        x = np.arange(8.0).reshape(2, 2, 2) / 4
-        got = _call_gradient(fn, lambda: np.asarray(np.sum(x ** 2)), x)
-        expect_close(_gradient_array(got, x, "numerical_gradient(f, x) for x of shape (2, 2, 2)"),
-                     2 * x, what="the gradient of sum(x^2) over a (2, 2, 2) array",
-                     hint=ROWS.replace("two axes", "three axes"), rtol=1e-7, atol=1e-10)
-        x = np.array([3.0, -1.0])
-        got = _call_gradient(fn, lambda: 4.0, x)
-        expect_close(_gradient_array(got, x, "numerical_gradient(lambda: 4.0, x)"), np.zeros(2),
-                     what="the gradient of a constant", atol=0.0,
-                     hint="both evaluations of a constant f give the same value: each entry is 0")
+        _gradient_edge_cases(fn)
