@@ -1,0 +1,34 @@
+"""House style that keeps course_lib readable: short functions, modules of one concern.
+
+Every function or method of course_lib is at most 60 lines; every module at most 350 lines,
+except the exercise checkers (course_lib/checks/*.py), whose hint tables are data.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+import course_lib
+
+ROOT = Path(course_lib.__file__).parent
+MODULES = sorted(ROOT.rglob("*.py"))
+MAX_FUNCTION, MAX_MODULE = 60, 350
+
+
+def _name(path):
+    return path.relative_to(ROOT.parent).as_posix()
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_functions_are_at_most_60_lines(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    long = [f"{node.name} (line {node.lineno}): {node.end_lineno - node.lineno + 1} lines"
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION]
+    assert not long, f"{_name(path)}: split into named steps: " + "; ".join(long)
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p.parent.name != "checks"], ids=_name)
+def test_modules_are_at_most_350_lines(path):
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_MODULE, f"{_name(path)} has {n} lines (at most {MAX_MODULE}): one concern per module"
