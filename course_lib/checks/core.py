@@ -82,6 +82,13 @@ def _record(result, title):
         f.write(json.dumps(line) + "\n")
 
 
+def run_stages(fn, stages):
+    """Run test(fn) for each (name, test) of `stages`, in order, each as a named stage."""
+    for name, test in stages:
+        with stage(name):
+            test(fn)
+
+
 def checker(exercise, title):
     """Turn a function of the learner's function into a checker that prints a report and returns a Result."""
     def wrap(body):

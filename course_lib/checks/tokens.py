@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import task
 from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_close,
-                   expect_value_error, stage)
+                   expect_value_error, run_stages, stage)
 
 __all__ = ["check_encode", "check_answer", "check_central_difference", "check_numerical_gradient"]
 
@@ -476,26 +476,27 @@ def _constant_linear_and_integer_x(fn):
                           hint="x may be an int: x + h and x - h must still be floats")
 
 
+def _returns_one_number(fn):
+    _number(call(fn, np.sin, 1.0), "central_difference(np.sin, 1.0)")
+
+
+def _central_default_step(fn):
+    h = _default_step(lambda f: call(fn, f, 1.0))
+    if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
+        raise CheckFailed(f"called without h, your function evaluates f at points {2 * h:.3g} "
+                          f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
+
+
 @checker("Exercise 1.4", "central-difference derivative")
 def check_central_difference(fn):
     """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
-    with stage("returns one number"):
-        _number(call(fn, np.sin, 1.0), "central_difference(np.sin, 1.0)")
-    with stage("a quadratic is exact, even with a large step"):
-        _exact_on_quadratics(fn)
-    with stage("a cubic: error h^2 f'''/6, with the h you are given"):
-        _cubic_error_term(fn)
-    with stage("the default step h = 1e-5"):
-        h = _default_step(lambda f: call(fn, f, 1.0))
-        if h is not None and abs(math.log10(max(h, 1e-300) / 1e-5)) > 0.01:
-            raise CheckFailed(f"called without h, your function evaluates f at points {2 * h:.3g} "
-                              f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
-    with stage("accuracy on sin and exp with the default h"):
-        _accurate_on_sin_and_exp(fn)
-    with stage("the error shrinks like h^2"):
-        _error_shrinks_like_h_squared(fn)
-    with stage("edge cases: constant and linear functions, integer x"):
-        _constant_linear_and_integer_x(fn)
+    run_stages(fn, [("returns one number", _returns_one_number),
+                    ("a quadratic is exact, even with a large step", _exact_on_quadratics),
+                    ("a cubic: error h^2 f'''/6, with the h you are given", _cubic_error_term),
+                    ("the default step h = 1e-5", _central_default_step),
+                    ("accuracy on sin and exp with the default h", _accurate_on_sin_and_exp),
+                    ("the error shrinks like h^2", _error_shrinks_like_h_squared),
+                    ("edge cases: constant and linear functions, integer x", _constant_linear_and_integer_x)])
 
 
 # ------------------------------------------------------------ Exercise 1.5 ---
@@ -668,15 +669,9 @@ def _gradient_edge_cases(fn):
 def check_numerical_gradient(fn):
     """numerical_gradient(f, x, h=1e-5): central differences of the scalar f() w.r.t. each
     entry of the float64 array x, which f reads; x perturbed in place and restored."""
-    with stage("returns an array shaped like x, x restored"):
-        _gradient_of_linear(fn)
-    with stage("a hand-checkable case, h = 0.5"):
-        _gradient_by_hand(fn)
-    with stage("a cubic: error h^2 f'''/6, with the h you pass"):
-        _gradient_of_cubic(fn)
-    with stage("the default step h = 1e-5"):
-        _gradient_default_step(fn)
-    with stage("every entry of a 2-D x"):
-        _gradient_in_2d(fn)
-    with stage("edge cases: a 3-D x, a constant f, f returning a 0-d array"):
-        _gradient_edge_cases(fn)
+    run_stages(fn, [("returns an array shaped like x, x restored", _gradient_of_linear),
+                    ("a hand-checkable case, h = 0.5", _gradient_by_hand),
+                    ("a cubic: error h^2 f'''/6, with the h you pass", _gradient_of_cubic),
+                    ("the default step h = 1e-5", _gradient_default_step),
+                    ("every entry of a 2-D x", _gradient_in_2d),
+                    ("edge cases: a 3-D x, a constant f, f returning a 0-d array", _gradient_edge_cases)])
