@@ -47,6 +47,9 @@ def build_parser():
     t.add_argument("--warmup", type=int, default=100, help="warm-up steps (warmup_cosine)")
     t.add_argument("--clip", type=float, default=1.0, help="max global gradient norm (0: no clipping)")
     t.add_argument("--patience", type=int, default=None, help="stop after this many epochs without improvement")
+    t.add_argument("--full", action="store_true",
+                   help="train all --epochs epochs (by default training stops at the end of the first epoch "
+                        "whose validation accuracy is 1.0: nothing is left to learn there)")
     t.add_argument("--out", default="model.npz",
                    help="where to save the best model (by validation accuracy) and its optimiser state: a path "
                         "ending in .npz in an existing directory; the file is written whenever validation "
@@ -146,6 +149,7 @@ def cmd_train(args):
         hist = train.fit(model, opt, data["train"], data["val"], epochs=args.epochs, batch_size=args.batch_size,
                          seed=args.seed, schedule=make_schedule(args.schedule, args.lr, total, args.warmup),
                          clip=args.clip or None, patience=args.patience, checkpoint=args.out,
+                         until_val_acc=None if args.full else 1.0,
                          progress=not args.no_progress)
     except train.TrainingDiverged as e:
         saved = _mtime(args.out) not in (None, before)    # fit checkpointed an epoch before diverging
@@ -161,7 +165,9 @@ def cmd_train(args):
     io.save(model, args.out, opt, extra={"best_epoch": hist.best_epoch, "val_acc": hist.best_val_acc,
                                          "test_acc": test["acc"]})
     per_op = "  ".join(f"{op} {acc:.3f}" for op, acc in test["acc_per_op"].items())
-    print(f"best epoch {hist.best_epoch}: validation accuracy {hist.best_val_acc:.4f}")
+    stopped = " (validation accuracy reached 1.0: stopped; --full trains every epoch)" if (
+        hist.stopped_early and not args.full and hist.best_val_acc >= 1.0) else ""
+    print(f"best epoch {hist.best_epoch}: validation accuracy {hist.best_val_acc:.4f}{stopped}")
     print(f"test accuracy {test['acc']:.4f} on {len(data['test'][0])} held-out problems ({per_op})")
     print(f"wall time {time.perf_counter() - t0:.1f} s; saved to {args.out}")
     if isinstance(replaced, float):

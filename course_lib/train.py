@@ -215,9 +215,10 @@ class _Best:
                 model.params[k][...] = v
 
 
-def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience):
+def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience, until_val_acc):
     """Check the parameters, evaluate on train and val (splits: the two and the val groups), record,
-    keep the best parameters (and save them to `checkpoint`). -> True to stop early (patience)."""
+    keep the best parameters (and save them to `checkpoint`). -> True to stop early (patience, or
+    validation accuracy reached `until_val_acc`)."""
     bad = io.describe_non_finite(model.params)
     if bad:     # the last update overflowed; found before evaluating, never checkpointed
         raise TrainingDiverged(f"after step {step - 1} (epoch {epoch}) parameter {bad}; "
@@ -233,6 +234,8 @@ def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint,
             io.save(model, checkpoint, optimizer, extra={"epoch": epoch, "step": step, "val_acc": acc})
     elif patience is not None and epoch - hist.best_epoch >= patience:
         hist.stopped_early = True
+    if until_val_acc is not None and acc >= until_val_acc:
+        hist.stopped_early = True
     return hist.stopped_early
 
 
@@ -245,12 +248,14 @@ def _snapshot(model, tokens, step):
 
 
 def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, schedule=None, clip=None,
-        patience=None, restore_best=True, snapshot_steps=(), snapshot_tokens=None, checkpoint=None,
-        callback=None, progress=True, val_groups=None):
+        patience=None, until_val_acc=None, restore_best=True, snapshot_steps=(), snapshot_tokens=None,
+        checkpoint=None, callback=None, progress=True, val_groups=None):
     """Train `model` with `optimizer` on train = (tokens, targets); evaluate on val each epoch.
 
     schedule: callable step -> lr (course_lib.optim schedules), clip: max global gradient norm,
-    patience: stop after this many epochs without a better validation accuracy, restore_best: end
+    patience: stop after this many epochs without a better validation accuracy, until_val_acc: stop
+    at the end of the first epoch whose validation accuracy reaches it (1.0: nothing left to learn
+    on validation), restore_best: end
     with the parameters of the best epoch, snapshot_steps: steps at which to record attention
     weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint: path that
     receives the best model (and optimiser state) whenever validation improves, callback(step,
@@ -289,7 +294,8 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                         callback(step, hist)
                     if ctrl_c.requested:
                         raise KeyboardInterrupt
-                stop = _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience)
+                stop = _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience,
+                                     until_val_acc)
                 bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{hist.val_acc[-1]:.3f}")
                 if stop:
                     break

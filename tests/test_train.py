@@ -8,6 +8,7 @@ import pytest
 import course_lib as cl
 from course_lib import train
 from course_lib.__main__ import main
+from support import small_config
 
 
 @pytest.fixture(scope="module")
@@ -284,3 +285,28 @@ def test_command_divergence_is_one_line_and_says_nothing_was_saved(tmp_path, cap
     err = capsys.readouterr().err
     assert err == "error: the loss became nan at step 0 (epoch 0): ... (nothing saved)\n"
     assert not out.exists()
+
+
+def test_fit_stops_at_the_end_of_the_first_epoch_that_reaches_until_val_acc():
+    data = cl.task.splits(0, n_train=200)
+    model = cl.Transformer(small_config(), seed=0)
+    hist = train.fit(model, cl.optim.Adam(model.params, lr=1e-3), data["train"], data["val"], epochs=4,
+                     batch_size=50, until_val_acc=0.0, progress=False)
+    assert len(hist.val_acc) == 1 and hist.stopped_early
+    model = cl.Transformer(small_config(), seed=0)
+    hist = train.fit(model, cl.optim.Adam(model.params, lr=1e-3), data["train"], data["val"], epochs=2,
+                     batch_size=50, until_val_acc=1.01, progress=False)
+    assert len(hist.val_acc) == 2 and not hist.stopped_early
+
+
+def test_command_stops_once_validation_is_learned_unless_full(tmp_path, capsys, monkeypatch):
+    seen = []
+    real_fit = train.fit
+
+    def fit(*args, **kwargs):
+        seen.append(kwargs["until_val_acc"])
+        return real_fit(*args, **{**kwargs, "epochs": 1})
+    monkeypatch.setattr(train, "fit", fit)
+    for extra, name in (([], "a.npz"), (["--full"], "b.npz")):
+        assert main(["train", "--n-train", "300", "--no-progress", "--out", str(tmp_path / name), *extra]) == 0
+    assert seen == [1.0, None]
