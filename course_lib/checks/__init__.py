@@ -11,4 +11,6 @@ from .attention import *  # noqa: F401,F403  notebook 03
 from .multihead import *  # noqa: F401,F403  notebook 04
 from .layernorm import *  # noqa: F401,F403  notebook 05
 from .feedforward import *  # noqa: F401,F403  notebook 06
+from .stacking import *  # noqa: F401,F403  notebook 07
 from .loss import *  # noqa: F401,F403  notebook 08
+from .backprop import *  # noqa: F401,F403  notebook 09

@@ -3,8 +3,8 @@
 - figures: the course style, `new_figure`, `heatmap`, `line_plot`, gradient-check maps;
 - widgets: `slider_plot` / `widget_plot`, a live ipywidgets plot in Jupyter that also works
   in the built book without a kernel (its script is `slider.js`);
-- tokens, embeddings, attention, multihead, layernorm, feedforward, loss: the plots of
-  notebooks 01 to 06 and 08, one module each.
+- tokens, embeddings, attention, multihead, layernorm, feedforward, stacking, loss,
+  backprop: the plots of notebooks 01 to 09, one module each.
 """
 from .figures import (LINESTYLES, PALETTE, STYLE, CourseFigure, figure_and_axes,  # noqa: F401
                       figure_png, gradient_check, gradient_error_maps, heatmap, line_plot,
@@ -17,3 +17,5 @@ from .multihead import *  # noqa: F401,F403
 from .layernorm import *  # noqa: F401,F403
 from .feedforward import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .stacking import *  # noqa: F401,F403
+from .backprop import *  # noqa: F401,F403
