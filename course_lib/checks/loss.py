@@ -1,2 +1,291 @@
-"""Checkers for notebook 08, softmax and cross-entropy."""
-__all__ = []
+"""Checkers for notebook 08, softmax and cross-entropy.
+
+    cl.checks.check_cross_entropy_forward(cross_entropy)              # Exercise 8.1: mean loss
+    cl.checks.check_cross_entropy_backward(cross_entropy_backward)    # Exercise 8.3: dlogits
+
+(Exercise 8.2 derives the gradient p - onehot on paper: no checker.)
+
+Both functions take logits z (N, V) and integer targets y (N,), where -100 marks a row
+that is not scored (PyTorch's convention). With M the number of scored rows:
+
+    loss    = (1/M) sum over scored n of  logsumexp(z_n) - z_n[y_n]
+    dlogits = (softmax(z_n) - onehot(y_n)) / M  on scored rows, 0 on ignored rows.
+
+Expected values come from float64 formulas written here, never from the learner's function.
+When a result is wrong, the checker computes the usual mistakes (naive exp, the mean over
+all N rows, no mean, the sign flipped, the target index off by one, a gradient left on the
+ignored rows, log base 2 or 10) and names the one the result matches.
+"""
+import numpy as np
+
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
+
+__all__ = ["check_cross_entropy_forward", "check_cross_entropy_backward"]
+
+IGNORE = -100
+
+# ----------------------------------------------------------------------------------------
+# reference formulas (float64)
+# ----------------------------------------------------------------------------------------
+
+
+def _logsumexp(z):
+    """log sum_v exp(z[n, v]) per row, the row maximum taken out first. (N, V) -> (N,)"""
+    m = z.max(axis=1)
+    return m + np.log(np.exp(z - m[:, None]).sum(axis=1))
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _row_losses(z, y):
+    """-log p_n[y_n] for every row whose target is given (no -100 here). (M,)"""
+    return _logsumexp(z) - z[np.arange(len(y)), y]
+
+
+def _loss(z, y, denominator=None):
+    """Mean cross-entropy over the scored rows; denominator replaces the count M."""
+    z = np.asarray(z, dtype=np.float64)
+    scored = y != IGNORE
+    total = np.sum(_row_losses(z[scored], y[scored]))
+    return total / (np.count_nonzero(scored) if denominator is None else denominator)
+
+
+def _dlogits(z, y, scale=None, sign=1.0, shift=0, ignored_rows="zero"):
+    """(p - onehot(y + shift)) * sign * scale on scored rows; ignored rows: 0, or p * scale
+    (ignored_rows="p"), or p - onehot(V - 100) (ignored_rows="negative index")."""
+    z = np.asarray(z, dtype=np.float64)
+    N, V = z.shape
+    scored = y != IGNORE
+    M = np.count_nonzero(scored)
+    scale = 1.0 / M if scale is None else scale
+    p = _softmax(z)
+    d = np.zeros_like(p)
+    rows = np.flatnonzero(scored)
+    d[rows] = p[rows]
+    d[rows, (y[rows] + shift) % V] -= 1.0
+    if ignored_rows == "p":
+        d[~scored] = p[~scored]
+    elif ignored_rows == "negative index":
+        other = np.flatnonzero(~scored)
+        d[other] = p[other]
+        d[other, IGNORE % V] -= 1.0
+    return sign * scale * d
+
+
+# ----------------------------------------------------------------------------------------
+# shared helpers
+# ----------------------------------------------------------------------------------------
+
+_MASK_HINT = ("rows whose target is -100 are not scored: pick the scored rows first "
+              "(a boolean mask targets != -100) and index only those; z[n, -100] is not a logit "
+              "of row n's answer (for V < 100 it does not exist, for V >= 100 it is entry V - 100)")
+_OFF_BY_ONE_HINT = ("the target index is off by one: the loss of row n reads z[n, y[n]] itself (token id "
+                    "y[n] is column y[n] of the logits; the ids start at 0, there is no +1 or -1)")
+
+
+def _run(fn, *args):
+    """Call the learner's function quietly (overflow warnings are the checker's to explain);
+    an index error caused by target -100 gets the hint about ignored rows."""
+    try:
+        with np.errstate(all="ignore"):
+            result = call(fn, *args)
+    except CheckFailed as e:
+        if "IndexError" in e.message and "-100" in e.message:
+            raise CheckFailed(e.message, _MASK_HINT) from None
+        if "IndexError" in e.message and "out of bounds" in e.message:
+            raise CheckFailed(e.message, "an index past the last column: " + _OFF_BY_ONE_HINT) from None
+        raise
+    if result is None:
+        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
+    return result
+
+
+def _targets(rng, N, V, n_ignored):
+    y = rng.integers(0, V, size=N)
+    y[rng.choice(N, size=n_ignored, replace=False)] = IGNORE
+    return y
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 8.1: cross-entropy forward
+# ----------------------------------------------------------------------------------------
+
+_FORWARD_HINT = ("per scored row the loss is logsumexp(z_n) - z_n[y_n], with logsumexp(z) = m + "
+                 "log(sum(exp(z - m))) and m the row maximum; the result is the mean over the scored rows")
+_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): take each row's "
+                  "maximum m out first, logsumexp(z) = m + log(sum(exp(z - m))), so that the largest "
+                  "term is exp(0) = 1")
+_UNDERFLOW_HINT = ("log of a probability that rounds to 0: p = exp(-1000) / ... is 0.0 in floating point "
+                   "and log(0) = -inf, even with a stable softmax. Never take log(softmax(z)); compute "
+                   "log p_y = z_y - logsumexp(z) directly, which stays finite (here about -1000)")
+
+
+def _forward_mistakes(z, y):
+    z = np.asarray(z, dtype=np.float64)
+    N, V = z.shape
+    scored = y != IGNORE
+    M = np.count_nonzero(scored)
+    wrapped = lambda s: np.where(scored, (y + s) % V, IGNORE)  # noqa: E731
+    return [
+        (lambda: _loss(z, y, denominator=N),
+         f"you divided by N = {N}, the number of all rows (B*T for a flattened batch), but only the "
+         f"{M} scored rows count: the rows with target -100 add no loss and are not counted; divide "
+         f"by the number of scored rows, not by N nor by a batch size"),
+        (lambda: _loss(z, y, denominator=1),
+         "the loss is the MEAN over the scored rows: divide the sum by their number (1/M is missing)"),
+        (lambda: -_loss(z, y), "the sign is flipped: the loss is -log p_y = logsumexp(z) - z_y, a "
+                               "positive number (log p_y itself is negative)"),
+        (lambda: _loss(z, wrapped(1)), _OFF_BY_ONE_HINT),
+        (lambda: _loss(z, wrapped(-1)), _OFF_BY_ONE_HINT),
+        (lambda: _loss(z, y) / np.log(2), "use the natural logarithm np.log, not np.log2"),
+        (lambda: _loss(z, y) / np.log(10), "use the natural logarithm np.log, not np.log10"),
+        (lambda: np.sum(_logsumexp(z[scored]) - z[scored].max(axis=1)) / M,
+         "the loss reads the target's logit z[n, y[n]], not the row maximum"),
+        (lambda: np.mean(_row_losses(z, np.where(scored, y, IGNORE % V))), _MASK_HINT),
+    ]
+
+
+def _scalar(raw):
+    """The learner's loss as one float64 number (a 0-d array), or a clear failure."""
+    if isinstance(raw, (tuple, list)):
+        raise CheckFailed(f"your function returned a {type(raw).__name__} of length {len(raw)}, but one "
+                          f"number (the mean loss) was expected",
+                          hint="return only the loss, e.g. `return np.mean(row_losses)`")
+    arr = as_array(raw, "your loss")
+    if arr.shape != ():
+        raise CheckFailed(f"your loss has shape {arr.shape}, but one number was expected",
+                          hint="average the per-row losses of the scored rows into one number (np.mean)")
+    return arr
+
+
+def _check_forward_case(fn, z, y, finite_hint=_FORWARD_HINT):
+    raw = _run(fn, z, y)
+    arr = _scalar(raw)
+    if not np.isfinite(arr):
+        raise CheckFailed(f"your loss is {float(arr)}", finite_hint)
+    diagnose(raw, _loss(z, y), _forward_mistakes(z, y), _FORWARD_HINT, what="your loss",
+             rtol=1e-9, atol=1e-12)
+
+
+@checker("Exercise 8.1", "cross-entropy forward")
+def check_cross_entropy_forward(cross_entropy):
+    rng = np.random.default_rng(81)
+    with stage("returns one number"):
+        z = rng.standard_normal((3, 4))
+        _scalar(_run(cross_entropy, z, np.array([0, 1, 2])))
+    with stage("hand-checkable case"):
+        # row 0: exp(z) = [1, 1, 1, 1], p = 1/4 each; row 1: exp(z) = [1, 1, 2, 4], p_2 = 2/8
+        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0]]))
+        _check_forward_case(cross_entropy, z, np.array([0, 2]))   # (ln 4 + ln 4) / 2 = ln 4
+        _check_forward_case(cross_entropy, z, np.array([1, 3]))   # (ln 4 + ln 2) / 2
+    with stage("ignored targets (-100)"):
+        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
+                             [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))
+        _check_forward_case(cross_entropy, z, np.array([-100, 3, -100, 2, -100]))
+        _check_forward_case(cross_entropy, z, np.array([0, -100, -100, -100, -100]))
+    with stage("random batches"):
+        for N, V, n_ignored in ((6, 5, 2), (10, 20, 7), (1, 3, 0), (32, 20, 0)):
+            z = 2.0 * rng.standard_normal((N, V))
+            _check_forward_case(cross_entropy, z, _targets(rng, N, V, n_ignored))
+    with stage("the course's layout: B = 4 sequences of T = 8, only the last position scored"):
+        z = rng.standard_normal((4 * 8, 20))
+        y = np.full((4, 8), IGNORE)
+        y[:, -1] = rng.integers(2, 12, size=4)
+        _check_forward_case(cross_entropy, z, y.reshape(-1))
+    with stage("large logits: overflow"):
+        z = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, 0.0, 0.0]])
+        _check_forward_case(cross_entropy, z, np.array([0, 1, 2]), _OVERFLOW_HINT)
+        _check_forward_case(cross_entropy, 1000.0 + rng.standard_normal((4, 6)),
+                            np.array([1, 5, -100, 0]), _OVERFLOW_HINT)
+    with stage("a target far below the row maximum: underflow"):
+        z = np.array([[0.0, -1000.0, 1.0], [2.0, 1.0, 0.0]])
+        _check_forward_case(cross_entropy, z, np.array([1, 0]), _UNDERFLOW_HINT)   # about 1001 / 2
+    with stage("a vocabulary of 120: z[n, -100] exists"):
+        z = rng.standard_normal((5, 120))
+        _check_forward_case(cross_entropy, z, np.array([-100, 7, -100, 119, 0]), _MASK_HINT)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 8.3: cross-entropy backward
+# ----------------------------------------------------------------------------------------
+
+_BACKWARD_HINT = ("dlogits = (p - onehot(y)) / M on each scored row (p = softmax of that row, M the "
+                  "number of scored rows) and 0 on the rows with target -100")
+
+
+_P_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): compute p "
+                    "stably, p = exp(z - m) / sum(exp(z - m)) with m each row's maximum, or with "
+                    "course_lib's cl.kernels.softmax_forward(logits)")
+
+
+def _backward_mistakes(z, y):
+    N, V = z.shape
+    M = np.count_nonzero(y != IGNORE)
+    return [
+        (lambda: _dlogits(z, y, sign=-1.0),
+         "the sign is flipped: the gradient is p - onehot(y), not onehot(y) - p. Raising z_y lowers "
+         "the loss, so the entry of the target must be negative"),
+        (lambda: _dlogits(z, y, scale=1.0),
+         f"the factor 1/M is missing: the loss is a mean over the M = {M} scored rows, so every "
+         f"row's p - onehot(y) is divided by M"),
+        (lambda: _dlogits(z, y, scale=1.0 / N),
+         f"you divided by N = {N}, the number of all rows (B*T for a flattened batch); the loss "
+         f"averages over the M = {M} scored rows only: divide by M, not by N nor by a batch size"),
+        (lambda: _dlogits(z, y, ignored_rows="p"),
+         "the rows with target -100 add nothing to the loss, so their gradient is exactly 0: "
+         "set those rows to zero (you left p / M there)"),
+        (lambda: _dlogits(z, y, scale=1.0, ignored_rows="p"),
+         "two things: the rows with target -100 must be 0, and the scored rows are divided by M"),
+        (lambda: _dlogits(z, y, ignored_rows="negative index"), _MASK_HINT),
+        (lambda: _dlogits(z, y, shift=1), _OFF_BY_ONE_HINT),
+        (lambda: _dlogits(z, y, shift=-1), _OFF_BY_ONE_HINT),
+        (lambda: np.where((y != IGNORE)[:, None], _softmax(z) / M, 0.0),
+         "the onehot(y) term is missing: subtract 1 at the target's entry of each scored row"),
+    ]
+
+
+def _check_backward_case(fn, z, y, finite_hint=None):
+    raw = _run(fn, z, y)
+    arr = expect_shape(raw, z.shape, what="dlogits",
+                       hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits")
+    if not np.all(np.isfinite(arr)):
+        raise CheckFailed("dlogits contains NaN or infinity", finite_hint or _P_OVERFLOW_HINT)
+    diagnose(raw, _dlogits(z, y), _backward_mistakes(z, y), _BACKWARD_HINT, what="dlogits",
+             rtol=1e-9, atol=1e-12)
+
+
+@checker("Exercise 8.3", "cross-entropy backward")
+def check_cross_entropy_backward(cross_entropy_backward):
+    rng = np.random.default_rng(83)
+    with stage("shapes"):
+        z = rng.standard_normal((3, 4))
+        expect_shape(_run(cross_entropy_backward, z, np.array([0, 1, 2])), (3, 4), what="dlogits",
+                     hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits")
+    with stage("hand-checkable case"):
+        # p = [1/4, 1/4, 1/4, 1/4] and [1/8, 1/8, 1/4, 1/2]; M = 2
+        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0]]))
+        _check_backward_case(cross_entropy_backward, z, np.array([0, 2]))
+        _check_backward_case(cross_entropy_backward, z, np.array([1, 3]))
+    with stage("ignored targets (-100)"):
+        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
+                             [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))
+        _check_backward_case(cross_entropy_backward, z, np.array([-100, 3, -100, 2, -100]))
+        _check_backward_case(cross_entropy_backward, z, np.array([0, -100, -100, -100, -100]))
+    with stage("random batches"):
+        for N, V, n_ignored in ((6, 5, 2), (10, 20, 7), (1, 3, 0), (32, 20, 0)):
+            z = 2.0 * rng.standard_normal((N, V))
+            _check_backward_case(cross_entropy_backward, z, _targets(rng, N, V, n_ignored))
+    with stage("the course's layout: B = 4 sequences of T = 8, only the last position scored"):
+        z = rng.standard_normal((4 * 8, 20))
+        y = np.full((4, 8), IGNORE)
+        y[:, -1] = rng.integers(2, 12, size=4)
+        _check_backward_case(cross_entropy_backward, z, y.reshape(-1))
+    with stage("large logits"):
+        z = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, -1000.0, 1.0]])
+        _check_backward_case(cross_entropy_backward, z, np.array([0, 1, 1]))
+    with stage("a vocabulary of 120: z[n, -100] exists"):
+        z = rng.standard_normal((5, 120))
+        _check_backward_case(cross_entropy_backward, z, np.array([-100, 7, -100, 119, 0]))
