@@ -1,2 +1,496 @@
-"""Checkers for notebook 06, feed-forward and the block."""
-__all__ = []
+"""Checkers for notebook 06, feed-forward and the block.
+
+    cl.checks.check_linear_backward(linear_backward)   # Exercise 6.2: (dx, dW, db)
+    cl.checks.check_relu_backward(relu_backward)       # Exercise 6.3: dh
+    cl.checks.check_gelu_forward(gelu_forward)         # Exercise 6.4: y
+    cl.checks.check_gelu_backward(gelu_backward)       # Exercise 6.6: dh
+    cl.checks.check_block_forward(block_forward)       # Exercise 6.7: one block, post- or pre-LN
+
+(Exercises 6.1 and 6.5 derive the linear layer's backward and the GELU derivative on paper:
+no checker.)
+
+Expected values come from NumPy formulas written here in float64, never from the learner's
+function. When a result is wrong, the checker computes the usual mistakes (a transposed
+product, db not summed or averaged, the GELU product rule cut short, a constant rounded,
+the norm placements swapped, a residual forgotten) and names the one the result matches.
+The linear layer's cases use N, I and O all different, so that a product in the wrong
+order cannot even be formed; when it fails, the checker runs the function once more on
+square inputs, where such a product runs, to name the mistake.
+"""
+import math
+
+import numpy as np
+
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
+
+__all__ = ["check_linear_backward", "check_relu_backward", "check_gelu_forward",
+           "check_gelu_backward", "check_block_forward"]
+
+GELU_A = math.sqrt(2.0 / math.pi)
+GELU_B = 0.044715
+
+
+def _run(fn, *args, hint=None):
+    """Call the learner's function quietly; a mismatched product gets `hint`."""
+    try:
+        with np.errstate(all="ignore"):
+            result = call(fn, *args)
+    except CheckFailed as e:
+        if hint and ("matmul" in e.message or "not aligned" in e.message or "broadcast" in e.message):
+            raise CheckFailed(e.message, hint) from None
+        raise
+    if result is None:
+        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
+    return result
+
+
+def _tuple(result, names, what):
+    """The learner's tuple as a list of arrays (float arrays kept as they are, for the dtype check)."""
+    n = len(names)
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
+                          hint=f"end your function with `return {', '.join(names)}`")
+    arrays = [as_array(r, name) for r, name in zip(result, names)]
+    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 6.2: linear backward (Exercise 6.1 derives it on paper)
+# ----------------------------------------------------------------------------------------
+
+_DX_HINT = "dx = dy @ W.T: (N, O)(O, I) -> (N, I), the shape of x"
+_DW_HINT = "dW = x.T @ dy: (I, N)(N, O) -> (I, O), the shape of W; the sum over n runs over the rows"
+_DB_HINT = "db = dy.sum(axis=0): every row n adds its dy[n] to b's gradient, (O,) like b"
+_SUM_NOT_MEAN = ("sum over the rows, do not average: b (and W) is used by every row, and the loss adds "
+                 "the contributions of all rows; a mean is only right if the loss itself divided by N")
+
+
+def _linear_backward(dy, x, W):
+    return dy @ W.T, x.T @ dy, dy.sum(axis=0)
+
+
+def _dx_mistakes(dy, x, W):
+    return [(lambda: dy @ W, "dx = dy @ W.T: the transpose of W, (N, O)(O, I); dy @ W only runs when W is square"),
+            (lambda: -(dy @ W.T), "the sign is flipped: dx = dy @ W.T")]
+
+
+def _dw_mistakes(dy, x, W):
+    N = dy.shape[0]
+    return [(lambda: dy.T @ x, "dW = x.T @ dy, shaped like W (I, O); dy.T @ x is its transpose (O, I)"),
+            (lambda: x @ dy.T, "dW = x.T @ dy: transpose x, not dy"),
+            (lambda: x.T @ dy / N, "dW = x.T @ dy sums the rows' outer products x[n] dy[n]^T; do not divide by N"),
+            (lambda: np.outer(x[0], dy[0]), "dW sums the outer product x[n] dy[n]^T over ALL rows n, not just "
+                                            "the first: x.T @ dy"),
+            (lambda: np.outer(x.sum(0), dy.sum(0)),
+             "sum the outer products of each row, not the outer product of the sums: "
+             "dW = sum_n x[n] dy[n]^T = x.T @ dy")]
+
+
+def _db_mistakes(dy, x, W):
+    return [(lambda: dy.mean(axis=0), _SUM_NOT_MEAN),
+            (lambda: dy[0], "db sums dy over ALL rows: dy.sum(axis=0), not the first row"),
+            (lambda: np.zeros(dy.shape[1]), "db is not zero: y = x W + b, so dy/db = 1 for every row: "
+                                            "db = dy.sum(axis=0)")]
+
+
+def _shape_hint(dy, x, W):
+    N, I, O = x.shape[0], x.shape[1], W.shape[1]
+    return (f"here dy is {dy.shape} (N, O), x {x.shape} (N, I), W {W.shape} (I, O): dx must be (N, I) = "
+            f"{(N, I)}, dW (I, O) = {(I, O)}, db (O,) = {(O,)}; write each product with its shapes")
+
+
+def _square_probe(fn):
+    """On square inputs (N = I = O = 3) a product in the wrong order runs: name the mistake it makes."""
+    rng = np.random.default_rng(620)
+    dy, x, W = (rng.standard_normal((3, 3)) for _ in range(3))
+    try:
+        with np.errstate(all="ignore"):
+            got = call(fn, dy, x, W)
+        dx, dW, db = (np.asarray(g, dtype=float) for g in got)
+    except Exception:  # noqa: BLE001  the probe only refines a hint
+        return None
+    for g, want, mistakes in ((dx, dy @ W.T, _dx_mistakes), (dW, x.T @ dy, _dw_mistakes)):
+        if g.shape == want.shape and np.allclose(g, want):
+            continue
+        for wrong, hint in mistakes(dy, x, W):
+            try:
+                cand = wrong()
+            except ValueError:
+                continue
+            if np.shape(cand) == g.shape and np.allclose(g, cand):
+                return hint
+    return None
+
+
+def _check_linear_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
+    N, I, O = x.shape[0], x.shape[1], W.shape[1]
+    dx, dW, db = _tuple(_run(fn, dy, x, W, hint=_shape_hint(dy, x, W)), ["dx", "dW", "db"],
+                        "linear_backward(dy, x, W)")
+    if dW.shape == (O, I) and I != O:
+        raise CheckFailed(f"dW has shape {dW.shape}, expected (I, O) = {(I, O)}",
+                          hint="dW = x.T @ dy, shaped like W (I, O); dy.T @ x is its transpose (O, I)")
+    if dx.shape == (N, I) and dW.shape == (I, O) and db.shape == (N, O) and O != I:
+        raise CheckFailed(f"db has shape {db.shape}, expected (O,) = {(O,)}",
+                          hint="db = dy.sum(axis=0): b is shared by every row, so its gradient adds dy over the "
+                               "rows; returning dy itself gives one gradient per row")
+    if db.shape == (N,) and N != O:
+        raise CheckFailed(f"db has shape {db.shape}, expected (O,) = {(O,)}",
+                          hint="sum over the rows, axis=0 (one entry per output), not over axis=1")
+    if dx.shape == (I, O) and dW.shape == (N, I) and (I, O) != (N, I):
+        raise CheckFailed(f"dx has shape {dx.shape} and dW {dW.shape}",
+                          hint="you seem to return (dW, dx, db); return dx, dW, db in this order")
+    expect_shape(dx, (N, I), what="dx", hint=_DX_HINT)
+    expect_shape(dW, (I, O), what="dW", hint=_DW_HINT)
+    expect_shape(db, (O,), what="db", hint=_DB_HINT)
+    dy, x, W = (np.asarray(a, dtype=np.float64) for a in (dy, x, W))
+    want = _linear_backward(dy, x, W)
+    for got, w, name, mistakes, hint in ((dx, want[0], "dx", _dx_mistakes, _DX_HINT),
+                                         (dW, want[1], "dW", _dw_mistakes, _DW_HINT),
+                                         (db, want[2], "db", _db_mistakes, _DB_HINT)):
+        expect_finite(got, what=name, hint=hint)
+        diagnose(got, w, [(m, h) for m, h in mistakes(dy, x, W)], hint, what=name, rtol=rtol, atol=atol)
+
+
+@checker("Exercise 6.2", "linear backward")
+def check_linear_backward(fn):
+    rng = np.random.default_rng(62)
+    with stage("returns (dx, dW, db) with the shapes of x, W, b"):
+        # N = 5 rows, I = 3 inputs, O = 4 outputs: a product in the wrong order cannot be formed
+        dy, x, W = rng.standard_normal((5, 4)), rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
+        try:
+            _check_linear_case(fn, dy, x, W)
+        except CheckFailed as e:
+            if e.message.startswith("your function raised"):
+                raise CheckFailed(e.message, _square_probe(fn) or e.hint) from None
+            raise
+    with stage("hand-checkable case"):
+        # x rows [1, 0], [0, 1], [1, 1]; dy = [1, 2, 3] (one output); W = [2, -1]:
+        # dx = dy W^T = [[2, -1], [4, -2], [6, -3]], dW = x^T dy = [[1 + 3], [2 + 3]] = [[4], [5]], db = [6]
+        x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        dy = np.array([[1.0], [2.0], [3.0]])
+        W = np.array([[2.0], [-1.0]])
+        _check_linear_case(fn, dy, x, W)
+    with stage("random cases"):
+        for N, I, O in ((6, 4, 5), (8, 64, 16), (2, 7, 3)):
+            _check_linear_case(fn, rng.standard_normal((N, O)), rng.standard_normal((N, I)),
+                               rng.standard_normal((I, O)))
+    with stage("edge cases: one row, square, float32"):
+        # one row: dW is the single outer product x[0] dy[0]^T and db = dy[0]
+        _check_linear_case(fn, rng.standard_normal((1, 3)), rng.standard_normal((1, 2)),
+                           rng.standard_normal((2, 3)))
+        _check_linear_case(fn, *(rng.standard_normal((4, 4)) for _ in range(3)))
+        dy, x, W = (rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (16, 12), (12, 8)))
+        _check_linear_case(fn, dy, x, W, rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 6.3: ReLU backward
+# ----------------------------------------------------------------------------------------
+
+_RELU_HINT = "dh = dy where h > 0, and 0 where h <= 0: np.where(h > 0, dy, 0.0) or dy * (h > 0)"
+
+
+def _relu_mistakes(dy, h):
+    return [
+        (lambda: np.where(h >= 0, dy, 0.0),
+         "at h = 0 exactly the gradient is 0 in this course (and in PyTorch): mask with h > 0, not h >= 0"),
+        (lambda: (h > 0).astype(float), "multiply the mask by dy: dh = dy * (h > 0); the mask alone is dy/dh's "
+                                        "local factor, not the gradient"),
+        (lambda: np.where(dy > 0, dy, 0.0), "the mask comes from the forward input h, not from dy: "
+                                            "dh = np.where(h > 0, dy, 0.0)"),
+        (lambda: np.maximum(h, 0.0), "that is the forward, ReLU(h); the backward multiplies dy by the slope "
+                                     "(1 where h > 0, else 0)"),
+        (lambda: dy * np.maximum(h, 0.0), "the slope of ReLU is 1 where h > 0, not h itself: "
+                                          "dh = dy * (h > 0)"),
+        (lambda: np.where(h < 0, dy, 0.0), "the mask is reversed: the gradient passes where h > 0"),
+        (lambda: dy, "ReLU blocks the gradient where h <= 0: dh = np.where(h > 0, dy, 0.0)"),
+    ]
+
+
+def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
+    """ReLU backward copies dy or writes 0: exact, so the tolerance is rounding-free."""
+    raw = _run(fn, dy, h)
+    got = expect_shape(raw, h.shape, hint="dh has the shape of h (and of dy)")
+    expect_finite(got, hint=_RELU_HINT)
+    want = np.where(np.asarray(h) > 0, np.asarray(dy, dtype=np.float64), 0.0)
+    d64, h64 = np.asarray(dy, dtype=np.float64), np.asarray(h, dtype=np.float64)
+    diagnose(raw, want, _relu_mistakes(d64, h64), _RELU_HINT, rtol=rtol, atol=atol)
+
+
+@checker("Exercise 6.3", "ReLU backward")
+def check_relu_backward(fn):
+    rng = np.random.default_rng(63)
+    with stage("shapes"):
+        out = _run(fn, rng.standard_normal((2, 5)), rng.standard_normal((2, 5)))
+        expect_shape(out, (2, 5), hint="dh has the shape of h (and of dy)")
+    with stage("hand-checkable case"):
+        # h = [-2, -0.5, 0.5, 3], dy = [1, -2, 3, -4]: dh = [0, 0, 3, -4]
+        _check_relu_case(fn, np.array([[1.0, -2.0, 3.0, -4.0]]), np.array([[-2.0, -0.5, 0.5, 3.0]]))
+    with stage("random cases (dy of both signs)"):
+        for shape in ((4, 6), (8, 256)):
+            _check_relu_case(fn, rng.standard_normal(shape), rng.standard_normal(shape))
+    with stage("h exactly 0"):
+        # ReLU has no derivative at 0; the course (like PyTorch) uses 0 there
+        _check_relu_case(fn, np.array([[1.5, -2.0, 3.0], [1.0, 1.0, 1.0]]),
+                         np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 2.0]]))
+    with stage("float32"):
+        dy, h = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(2))
+        h[0, :4] = 0.0
+        _check_relu_case(fn, dy, h)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 6.4: GELU forward (tanh approximation)
+# ----------------------------------------------------------------------------------------
+
+_GELU_HINT = "y = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))"
+_CONST_B_HINT = ("the constant is 0.044715 (six decimals), not 0.0447: the difference is small but it shows "
+                 "at |h| of 1 to 3, and the model was trained with 0.044715")
+_CONST_A_HINT = "the factor in front is sqrt(2/pi) = 0.7979, not sqrt(pi/2) = 1.2533: np.sqrt(2 / np.pi)"
+
+
+def _gelu(h, a=GELU_A, b=GELU_B):
+    return 0.5 * h * (1.0 + np.tanh(a * (h + b * h ** 3)))
+
+
+def _gelu_exact(h):
+    from math import erf
+    return 0.5 * h * (1.0 + np.vectorize(erf)(h / math.sqrt(2.0)))
+
+
+def _gelu_mistakes(h):
+    return [
+        (lambda: _gelu(h, b=0.0447), _CONST_B_HINT),
+        (lambda: _gelu(h, a=math.sqrt(math.pi / 2)), _CONST_A_HINT),
+        (lambda: _gelu(h, a=2.0 / math.pi), "the factor is the square root: sqrt(2/pi), not 2/pi"),
+        (lambda: h * (1.0 + np.tanh(GELU_A * (h + GELU_B * h ** 3))), "the factor 0.5 is missing: y = 0.5 h (1 + tanh(u))"),
+        (lambda: 0.5 * (1.0 + np.tanh(GELU_A * (h + GELU_B * h ** 3))),
+         "multiply by h: y = 0.5 * h * (1 + tanh(u)); 0.5 (1 + tanh(u)) alone is the smooth step"),
+        (lambda: 0.5 * h * (1.0 + np.tanh(GELU_A * (h + GELU_B * h ** 2))),
+         "the cubic term is 0.044715 * h**3, not h**2"),
+        (lambda: 0.5 * h * (1.0 + np.tanh(GELU_A * h + GELU_B * h ** 3)),
+         "sqrt(2/pi) multiplies the whole bracket (h + 0.044715 h^3), not h alone"),
+        (lambda: _gelu_exact(h), "that is the exact GELU, h * Phi(h) with erf; the course uses the tanh "
+                                 "approximation: " + _GELU_HINT),
+    ]
+
+
+def _check_gelu_case(fn, h, rtol=1e-9, atol=1e-12):
+    raw = _run(fn, h)
+    got = expect_shape(raw, h.shape, hint="GELU acts element by element: y has the shape of h")
+    expect_finite(got, hint="for very negative h, tanh(u) -> -1 and y -> 0; np.tanh never overflows")
+    h64 = np.asarray(h, dtype=np.float64)
+    diagnose(raw, _gelu(h64), _gelu_mistakes(h64), _GELU_HINT, rtol=rtol, atol=atol)
+
+
+@checker("Exercise 6.4", "GELU forward")
+def check_gelu_forward(fn):
+    rng = np.random.default_rng(64)
+    with stage("shapes"):
+        expect_shape(_run(fn, rng.standard_normal((3, 4))), (3, 4),
+                     hint="GELU acts element by element: y has the shape of h")
+    with stage("hand-checkable case: h = 0 and large |h|"):
+        # GELU(0) = 0; for large h, tanh -> 1 and y -> h; for very negative h, y -> 0
+        _check_gelu_case(fn, np.array([[0.0, 10.0, -10.0]]))
+    with stage("moderate h, where the constants matter"):
+        _check_gelu_case(fn, np.array([[-3.0, -1.5, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]]))
+    with stage("random cases"):
+        for shape in ((4, 6), (8, 256)):
+            _check_gelu_case(fn, 2.0 * rng.standard_normal(shape))
+    with stage("float32"):
+        _check_gelu_case(fn, 2.0 * rng.standard_normal((8, 16)).astype(np.float32), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 6.6: GELU backward (Exercise 6.5 derives the derivative on paper)
+# ----------------------------------------------------------------------------------------
+
+_GELU_BACK_HINT = ("with u = sqrt(2/pi) (h + 0.044715 h^3) and t = tanh(u): "
+                   "dh = dy * (0.5 (1 + t) + 0.5 h (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2))")
+
+
+def _gelu_grad(h, a=GELU_A, b=GELU_B, first=True, second=True, du_cubic=3.0, sech2=None, half2=0.5):
+    t = np.tanh(a * (h + b * h ** 3))
+    s2 = 1.0 - t * t if sech2 is None else sech2(t)
+    g = 0.0
+    if first:
+        g = g + 0.5 * (1.0 + t)
+    if second:
+        g = g + half2 * h * s2 * a * (1.0 + du_cubic * b * h * h)
+    return g
+
+
+def _gelu_back_mistakes(dy, h):
+    return [
+        (lambda: dy * _gelu_grad(h, second=False),
+         "the product rule has two terms: y = 0.5 h (1 + t) depends on h through the factor h AND through "
+         "t = tanh(u); add 0.5 h (1 - t^2) u'(h)"),
+        (lambda: dy * _gelu_grad(h, first=False),
+         "the product rule has two terms: you kept only the one through tanh; add 0.5 (1 + t)"),
+        (lambda: dy * _gelu_grad(h, du_cubic=1.0),
+         "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2): the derivative of h^3 is 3 h^2"),
+        (lambda: dy * _gelu_grad(h, du_cubic=0.0),
+         "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2), not sqrt(2/pi) alone: differentiate the cubic term too"),
+        (lambda: dy * _gelu_grad(h, sech2=lambda t: 1.0 - t),
+         "the derivative of tanh(u) is 1 - tanh(u)^2, not 1 - tanh(u)"),
+        (lambda: dy * _gelu_grad(h, half2=1.0),
+         "the second term keeps the 0.5 of the forward: 0.5 h (1 - t^2) u'(h)"),
+        (lambda: dy * _gelu_grad(h, b=0.0447), _CONST_B_HINT),
+        (lambda: dy * _gelu_grad(h, a=math.sqrt(math.pi / 2)), _CONST_A_HINT),
+        (lambda: _gelu_grad(h), "multiply the local derivative by the upstream gradient dy"),
+        (lambda: dy * _gelu(h), "that is dy times the forward GELU(h); the backward needs its derivative"),
+    ]
+
+
+def _check_gelu_back_case(fn, dy, h, rtol=1e-9, atol=1e-12):
+    raw = _run(fn, dy, h)
+    got = expect_shape(raw, h.shape, hint="dh has the shape of h (and of dy)")
+    expect_finite(got, hint="1 - tanh(u)^2 is finite for every h: compute it from tanh, not from cosh")
+    d64, h64 = np.asarray(dy, dtype=np.float64), np.asarray(h, dtype=np.float64)
+    diagnose(raw, d64 * _gelu_grad(h64), _gelu_back_mistakes(d64, h64), _GELU_BACK_HINT, rtol=rtol, atol=atol)
+
+
+@checker("Exercise 6.6", "GELU backward")
+def check_gelu_backward(fn):
+    rng = np.random.default_rng(66)
+    with stage("shapes"):
+        expect_shape(_run(fn, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))), (3, 4),
+                     hint="dh has the shape of h (and of dy)")
+    with stage("hand-checkable case: h = 0 and h = 10"):
+        # at h = 0: t = 0, so GELU'(0) = 0.5 (1 + 0) + 0 = 0.5; at h = 10: t = 1 to 16 digits, so
+        # GELU'(10) = 1 + 0.5 * 10 * (1 - t^2) u' = 1 (1 - t^2 < 1e-16). dy = [2, -4, 3]: dh = [1, -2, 3]
+        _check_gelu_back_case(fn, np.array([[2.0, -4.0, 3.0]]), np.array([[0.0, 0.0, 10.0]]))
+    with stage("moderate h, where every term matters"):
+        h = np.array([[-3.0, -1.5, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]])
+        _check_gelu_back_case(fn, np.ones_like(h), h)
+        _check_gelu_back_case(fn, rng.standard_normal(h.shape), h)
+    with stage("random cases"):
+        for shape in ((4, 6), (8, 256)):
+            _check_gelu_back_case(fn, rng.standard_normal(shape), 2.0 * rng.standard_normal(shape))
+    with stage("large |h| and float32"):
+        _check_gelu_back_case(fn, np.ones((1, 4)), np.array([[-20.0, -8.0, 8.0, 20.0]]))
+        dy, h = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(2))
+        _check_gelu_back_case(fn, dy, 2 * h, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 6.7: one block, forward
+# ----------------------------------------------------------------------------------------
+
+def _sublayers(C, seed):
+    """Stand-ins for the block's four sublayers, (T, C) -> (T, C), all different and non-linear,
+    so that every wrong order or missing residual gives a different result."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((C, C)) / np.sqrt(C)
+    W1, W2 = rng.standard_normal((C, 2 * C)) / np.sqrt(C), rng.standard_normal((2 * C, C)) / np.sqrt(2 * C)
+    b1 = 0.1 * rng.standard_normal(2 * C)
+    g1, be1, g2, be2 = 1 + 0.3 * rng.standard_normal(C), 0.2 * rng.standard_normal(C), \
+        1 + 0.3 * rng.standard_normal(C), 0.2 * rng.standard_normal(C)
+
+    def attn(x):
+        S = x @ x.T / np.sqrt(x.shape[1])
+        E = np.exp(S - S.max(axis=1, keepdims=True))
+        return (E / E.sum(axis=1, keepdims=True)) @ x @ A
+
+    def ffn(x):
+        return np.maximum(x @ W1 + b1, 0.0) @ W2
+
+    def layernorm(g, b):
+        def ln(x):
+            mu = x.mean(axis=1, keepdims=True)
+            return g * (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5) + b
+        return ln
+
+    return attn, ffn, layernorm(g1, be1), layernorm(g2, be2)
+
+
+def _post(x, attn, ffn, ln1, ln2):
+    x = ln1(x + attn(x))
+    return ln2(x + ffn(x))
+
+
+def _pre(x, attn, ffn, ln1, ln2):
+    x = x + attn(ln1(x))
+    return x + ffn(ln2(x))
+
+
+def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
+    ident = lambda z: z  # noqa: E731
+    zero = lambda z: 0.0 * z  # noqa: E731
+    other = _pre if norm == "post" else _post
+    other_name = "pre" if norm == "post" else "post"
+    right = _post if norm == "post" else _pre
+    m = [
+        (lambda: other(x, attn, ffn, ln1, ln2),
+         f"you computed the {other_name}-LN block for norm={norm!r}: post-LN is x = LN1(x + Attn(x)); "
+         f"x = LN2(x + FFN(x)), pre-LN is x = x + Attn(LN1(x)); x = x + FFN(LN2(x))"),
+        (lambda: right(x, attn, ffn, ln2, ln1), "LN1 belongs to the attention sublayer and LN2 to the FFN: "
+                                               "they have different gamma and beta"),
+        (lambda: right(x, ffn, attn, ln1, ln2), "attention comes first, then the FFN"),
+        (lambda: right(x, attn, ffn, ident, ident), "both LayerNorms are missing"),
+    ]
+    if norm == "post":
+        m += [
+            (lambda: ln2(ffn(ln1(x + attn(x)))),
+             "the FFN's residual is missing: x = LN2(x + FFN(x)), the input of the FFN added back"),
+            (lambda: ln2(ln1(attn(x)) + ffn(ln1(attn(x)))),
+             "the attention's residual is missing: x = LN1(x + Attn(x)), the block's input added back"),
+            (lambda: ln2(ffn(ln1(attn(x)))), "both residuals are missing: x = LN1(x + Attn(x)); x = LN2(x + FFN(x))"),
+            (lambda: (lambda z: z + ln2(ffn(z)))(x + ln1(attn(x))),
+             "post-LN normalises the SUM: LN1(x + Attn(x)), not x + LN1(Attn(x))"),
+            (lambda: (lambda z: ln2(z + ffn(z)))(x + ln1(attn(x))),
+             "post-LN normalises the SUM: LN1(x + Attn(x)), not x + LN1(Attn(x))"),
+            (lambda: (lambda z: ln2(x + z + ffn(z)))(ln1(x + attn(x))),
+             "the FFN's residual adds the FFN's own input (the output of LN1), not the block's input"),
+        ]
+    else:
+        m += [
+            (lambda: (lambda z: ffn(ln2(z)))(x + attn(ln1(x))),
+             "the FFN's residual is missing: x = x + FFN(LN2(x))"),
+            (lambda: (lambda z: z + ffn(ln2(z)))(attn(ln1(x))),
+             "the attention's residual is missing: x = x + Attn(LN1(x)), the block's input added back"),
+            (lambda: ffn(ln2(attn(ln1(x)))), "both residuals are missing: x = x + Attn(LN1(x)); x = x + FFN(LN2(x))"),
+            (lambda: (lambda z: ln2(z) + ffn(ln2(z)))(ln1(x) + attn(ln1(x))),
+             "the skip path carries x itself, not LN(x): x = x + Attn(LN1(x)), so the residual stream is "
+             "never normalised inside the block"),
+            (lambda: (lambda z: z + ffn(ln2(z)))(ln1(x) + attn(ln1(x))),
+             "the skip path carries x itself, not LN1(x): x = x + Attn(LN1(x))"),
+            (lambda: (lambda z: z + ffn(ln2(z)))(x + ln1(attn(x))),
+             "pre-LN normalises the sublayer's INPUT: Attn(LN1(x)), not LN1(Attn(x))"),
+            (lambda: (lambda z: x + z + ffn(ln2(z)))(x + attn(ln1(x))),
+             "the FFN's residual adds the FFN sublayer's own input (x after attention), not the block's input"),
+        ]
+    m.append((lambda: x, "the block returned its input: compute the two sublayers"))
+    return m
+
+
+_BLOCK_HINTS = {"post": "post-LN: x = ln1(x + attn(x)); then x = ln2(x + ffn(x))",
+                "pre": "pre-LN: x = x + attn(ln1(x)); then x = x + ffn(ln2(x))"}
+
+
+def _check_block_case(fn, x, norm, seed):
+    layers = _sublayers(x.shape[1], seed)
+    raw = _run(fn, x, *layers, norm)
+    got = expect_shape(raw, x.shape, hint="a block maps (T, C) to (T, C)")
+    expect_finite(got, hint=_BLOCK_HINTS[norm])
+    x64 = np.asarray(x, dtype=np.float64)
+    want = (_post if norm == "post" else _pre)(x64, *layers)
+    diagnose(raw, want, _block_mistakes(x64, norm, *layers), _BLOCK_HINTS[norm], what=f"the {norm}-LN block")
+
+
+@checker("Exercise 6.7", "one block, forward")
+def check_block_forward(fn):
+    rng = np.random.default_rng(67)
+    with stage("shapes"):
+        x = rng.standard_normal((5, 6))
+        expect_shape(_run(fn, x, *_sublayers(6, 0), "post"), (5, 6), hint="a block maps (T, C) to (T, C)")
+    with stage("post-LN"):
+        for T, C, seed in ((5, 6, 1), (8, 16, 2)):
+            _check_block_case(fn, 2.0 * rng.standard_normal((T, C)) + 1.0, "post", seed)
+    with stage("pre-LN"):
+        for T, C, seed in ((5, 6, 3), (8, 16, 4)):
+            _check_block_case(fn, 2.0 * rng.standard_normal((T, C)) + 1.0, "pre", seed)
+    with stage("one token"):
+        for norm in ("post", "pre"):
+            _check_block_case(fn, rng.standard_normal((1, 4)), norm, 5)

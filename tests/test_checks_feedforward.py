@@ -1,0 +1,444 @@
+"""Checkers of notebook 06 (feed-forward and the block): they pass the reference solutions and
+loop versions, and reject realistic learner bugs at the right stage, with a hint that names the bug."""
+import math
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.checks import feedforward as checks_ff
+
+
+# ---- the reference solutions: the code of the notebook's solution regions -----------------
+
+def linear_backward(dy, x, W):
+    """dy (N, O), x (N, I), W (I, O) -> dx (N, I), dW (I, O), db (O,)."""
+    dx = dy @ W.T
+    dW = x.T @ dy
+    db = dy.sum(axis=0)
+    return dx, dW, db
+
+
+def relu_backward(dy, h):
+    """dy, h (N, F) -> dh (N, F)."""
+    return np.where(h > 0, dy, 0.0)
+
+
+def gelu_forward(h):
+    """h (N, F) -> y (N, F)."""
+    u = np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)
+    return 0.5 * h * (1 + np.tanh(u))
+
+
+def gelu_backward(dy, h):
+    """dy, h (N, F) -> dh (N, F)."""
+    a = np.sqrt(2 / np.pi)
+    t = np.tanh(a * (h + 0.044715 * h ** 3))
+    du = a * (1 + 3 * 0.044715 * h ** 2)
+    return dy * (0.5 * (1 + t) + 0.5 * h * (1 - t ** 2) * du)
+
+
+def block_forward(x, attn, ffn, ln1, ln2, norm):
+    """x (T, C) -> (T, C); norm is "post" or "pre"."""
+    if norm == "post":
+        x = ln1(x + attn(x))
+        x = ln2(x + ffn(x))
+    else:
+        x = x + attn(ln1(x))
+        x = x + ffn(ln2(x))
+    return x
+
+
+# ---- loop versions: slower, right -------------------------------------------------------------
+
+def linear_backward_loops(dy, x, W):
+    N, I = x.shape
+    O = W.shape[1]
+    dx, dW, db = np.zeros((N, I)), np.zeros((I, O)), np.zeros(O)
+    for n in range(N):
+        dW += np.outer(x[n], dy[n])        # each row adds its outer product
+        db += dy[n]
+        for i in range(I):
+            dx[n, i] = sum(dy[n, o] * W[i, o] for o in range(O))
+    return dx, dW, db
+
+
+def relu_backward_loops(dy, h):
+    dh = np.zeros(np.shape(dy))
+    for idx in np.ndindex(*np.shape(dy)):
+        dh[idx] = dy[idx] if h[idx] > 0 else 0.0
+    return dh.astype(np.result_type(dy, np.float64)) if np.asarray(dy).dtype == np.float64 else \
+        dh.astype(np.asarray(dy).dtype)
+
+
+def gelu_forward_math(h):
+    out = np.empty(np.shape(h), dtype=np.asarray(h).dtype)
+    for idx in np.ndindex(*np.shape(h)):
+        v = float(h[idx])
+        out[idx] = 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+    return out
+
+
+def gelu_backward_sigmoid(dy, h):
+    """course_lib's form: s = sigma(2u) = 0.5 (1 + tanh u), dh = dy (s + 2 h s (1 - s) u')."""
+    a = math.sqrt(2 / math.pi)
+    s = 1 / (1 + np.exp(-2 * a * (h + 0.044715 * h ** 3)))
+    return dy * (s + 2 * h * s * (1 - s) * a * (1 + 3 * 0.044715 * h * h))
+
+
+def block_forward_dict(x, attn, ffn, ln1, ln2, norm):
+    steps = {"post": lambda z: ln2(z + ffn(z)), "pre": lambda z: z + ffn(ln2(z))}
+    first = {"post": lambda z: ln1(z + attn(z)), "pre": lambda z: z + attn(ln1(z))}
+    return steps[norm](first[norm](x))
+
+
+CHECKERS = [
+    (cl.checks.check_linear_backward, linear_backward),
+    (cl.checks.check_relu_backward, relu_backward),
+    (cl.checks.check_gelu_forward, gelu_forward),
+    (cl.checks.check_gelu_backward, gelu_backward),
+    (cl.checks.check_block_forward, block_forward),
+]
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def run(check, fn, capsys):
+    result = check(fn)
+    return result, capsys.readouterr().out
+
+
+def assert_passes(check, fn, capsys):
+    result, out = run(check, fn, capsys)
+    assert result.passed and result.done, out
+    assert out.startswith("✓ Exercise 6.") and "stages passed" in out
+
+
+def assert_rejects(check, fn, capsys, stage, hint_part):
+    result, out = run(check, fn, capsys)
+    assert not result.passed and result.done, out
+    assert result.stage == stage, (result.stage, out)
+    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
+    assert out.startswith("✗ Exercise 6.") and f"[stage: {stage}]" in out
+    assert "  Hint: " in out and "Traceback" not in out
+    return result
+
+
+@pytest.mark.parametrize("check, fn", CHECKERS + [
+    (cl.checks.check_linear_backward, linear_backward_loops),
+    (cl.checks.check_relu_backward, relu_backward_loops),
+    (cl.checks.check_relu_backward, cl.kernels.numpy_ref.relu_backward),
+    (cl.checks.check_gelu_forward, gelu_forward_math),
+    (cl.checks.check_gelu_forward, cl.kernels.numpy_ref.gelu_forward),
+    (cl.checks.check_gelu_backward, gelu_backward_sigmoid),
+    (cl.checks.check_gelu_backward, cl.kernels.numpy_ref.gelu_backward),
+    (cl.checks.check_linear_backward, lambda dy, x, W: cl.kernels.numpy_ref.linear_backward(dy, x, W, True)),
+    (cl.checks.check_block_forward, block_forward_dict),
+])
+def test_passes_right_versions(check, fn, capsys):
+    assert_passes(check, fn, capsys)
+
+
+def test_stub_is_not_done(capsys):
+    def stub(*args):
+        raise NotImplementedError
+
+    for check, _ in CHECKERS:
+        result, out = run(check, stub, capsys)
+        assert not result.done and "not done yet" in out and "Traceback" not in out
+
+
+# ---- Exercise 6.2: linear backward ---------------------------------------------------------
+
+def _linear(dx=lambda dy, x, W: dy @ W.T, dW=lambda dy, x, W: x.T @ dy, db=lambda dy, x, W: dy.sum(0)):
+    return lambda dy, x, W: (dx(dy, x, W), dW(dy, x, W), db(dy, x, W))
+
+
+FIRST = "returns (dx, dW, db) with the shapes of x, W, b"
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_linear(dW=lambda dy, x, W: dy.T @ x), FIRST, "dy.T @ x is its transpose"),
+    (_linear(dx=lambda dy, x, W: dy @ W), FIRST, "dy @ W only runs when W is square"),
+    (_linear(db=lambda dy, x, W: dy), FIRST, "adds dy over the rows"),
+    (_linear(db=lambda dy, x, W: dy.sum(1)), FIRST, "not over axis=1"),
+    (_linear(db=lambda dy, x, W: dy.mean(0)), FIRST, "do not average"),
+    (_linear(dW=lambda dy, x, W: x.T @ dy / len(x)), FIRST, "do not divide by N"),
+    (_linear(dW=lambda dy, x, W: np.outer(x[0], dy[0])), FIRST, "not just the first"),
+    (_linear(dW=lambda dy, x, W: np.outer(x.sum(0), dy.sum(0))), FIRST, "not the outer product of the sums"),
+    (_linear(db=lambda dy, x, W: np.zeros(dy.shape[1])), FIRST, "db is not zero"),
+    (_linear(dx=lambda dy, x, W: -(dy @ W.T)), FIRST, "sign is flipped"),
+    (lambda dy, x, W: (x.T @ dy, dy @ W.T, dy.sum(0)), FIRST, "return dx, dW, db in this order"),
+])
+def test_linear_backward_rejects(wrong, stage, hint, capsys):
+    assert_rejects(cl.checks.check_linear_backward, wrong, capsys, stage, hint)
+
+
+def test_linear_backward_hand_case_numbers(capsys):
+    """The hand-checkable case in the checker's comment is right."""
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    dy = np.array([[1.0], [2.0], [3.0]])
+    W = np.array([[2.0], [-1.0]])
+    dx, dW, db = linear_backward(dy, x, W)
+    np.testing.assert_array_equal(dx, [[2, -1], [4, -2], [6, -3]])
+    np.testing.assert_array_equal(dW, [[4], [5]])
+    np.testing.assert_array_equal(db, [6])
+
+
+def test_linear_backward_reference_matches_kernel():
+    rng = np.random.default_rng(0)
+    dy, x, W = rng.standard_normal((6, 5)), rng.standard_normal((6, 4)), rng.standard_normal((4, 5))
+    for got, want in zip(cl.kernels.linear_backward(dy, x, W, True), checks_ff._linear_backward(dy, x, W)):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+# ---- Exercise 6.3: ReLU backward -----------------------------------------------------------
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (lambda dy, h: np.where(h >= 0, dy, 0.0), "h exactly 0", "not h >= 0"),
+    (lambda dy, h: (h > 0).astype(float), "hand-checkable case", "multiply the mask by dy"),
+    (lambda dy, h: np.where(dy > 0, dy, 0.0), "hand-checkable case", "not from dy"),
+    (lambda dy, h: np.maximum(h, 0.0), "hand-checkable case", "that is the forward"),
+    (lambda dy, h: dy * np.maximum(h, 0.0), "hand-checkable case", "not h itself"),
+    (lambda dy, h: np.where(h < 0, dy, 0.0), "hand-checkable case", "reversed"),
+    (lambda dy, h: dy.copy(), "hand-checkable case", "blocks the gradient"),
+])
+def test_relu_backward_rejects(wrong, stage, hint, capsys):
+    assert_rejects(cl.checks.check_relu_backward, wrong, capsys, stage, hint)
+
+
+# ---- Exercise 6.4: GELU forward ------------------------------------------------------------
+
+def _gelu_with(a=math.sqrt(2 / math.pi), b=0.044715):
+    return lambda h: 0.5 * h * (1 + np.tanh(a * (h + b * h ** 3)))
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_gelu_with(b=0.0447), "moderate h, where the constants matter", "not 0.0447"),
+    (_gelu_with(a=math.sqrt(math.pi / 2)), "moderate h, where the constants matter", "not sqrt(pi/2)"),
+    (_gelu_with(a=2 / math.pi), "moderate h, where the constants matter", "not 2/pi"),
+    (lambda h: h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
+     "hand-checkable case: h = 0 and large |h|", "0.5 is missing"),
+    (lambda h: 0.5 * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
+     "hand-checkable case: h = 0 and large |h|", "multiply by h"),
+    (lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 2))),
+     "hand-checkable case: h = 0 and large |h|", "not h**2"),
+    (lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * h + 0.044715 * h ** 3)),
+     "moderate h, where the constants matter", "not h alone"),
+    (lambda h: checks_ff._gelu_exact(np.asarray(h, dtype=float)), "moderate h, where the constants matter",
+     "exact GELU"),
+])
+def test_gelu_forward_rejects(wrong, stage, hint, capsys):
+    assert_rejects(cl.checks.check_gelu_forward, wrong, capsys, stage, hint)
+
+
+# ---- Exercise 6.6: GELU backward -----------------------------------------------------------
+
+def _gelu_back_with(**kw):
+    return lambda dy, h: dy * checks_ff._gelu_grad(np.asarray(h, dtype=float), **kw)
+
+
+MODERATE = "moderate h, where every term matters"
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_gelu_back_with(second=False), MODERATE, "product rule has two terms"),
+    (_gelu_back_with(first=False), "hand-checkable case: h = 0 and h = 10", "add 0.5 (1 + t)"),
+    (_gelu_back_with(du_cubic=1.0), MODERATE, "derivative of h^3 is 3 h^2"),
+    (_gelu_back_with(du_cubic=0.0), MODERATE, "differentiate the cubic term too"),
+    (_gelu_back_with(sech2=lambda t: 1 - t), MODERATE, "not 1 - tanh(u)"),
+    (_gelu_back_with(half2=1.0), MODERATE, "keeps the 0.5"),
+    (_gelu_back_with(b=0.0447), MODERATE, "not 0.0447"),
+    (_gelu_back_with(a=math.sqrt(math.pi / 2)), MODERATE, "not sqrt(pi/2)"),
+    (lambda dy, h: checks_ff._gelu_grad(np.asarray(h, dtype=float)), "hand-checkable case: h = 0 and h = 10",
+     "multiply the local derivative by the upstream gradient"),
+    (lambda dy, h: dy * gelu_forward(h), "hand-checkable case: h = 0 and h = 10", "needs its derivative"),
+])
+def test_gelu_backward_rejects(wrong, stage, hint, capsys):
+    assert_rejects(cl.checks.check_gelu_backward, wrong, capsys, stage, hint)
+
+
+def test_gelu_reference_matches_kernels():
+    h = np.linspace(-6, 6, 49).reshape(7, 7)
+    dy = np.cos(h)
+    np.testing.assert_allclose(cl.kernels.gelu_forward(h), checks_ff._gelu(h), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(cl.kernels.gelu_backward(dy, h), dy * checks_ff._gelu_grad(h), rtol=1e-10,
+                               atol=1e-14)
+
+
+# ---- Exercise 6.7: one block ---------------------------------------------------------------
+
+def _swapped(x, attn, ffn, ln1, ln2, norm):
+    return block_forward(x, attn, ffn, ln1, ln2, "pre" if norm == "post" else "post")
+
+
+def _always_post(x, attn, ffn, ln1, ln2, norm):
+    return block_forward(x, attn, ffn, ln1, ln2, "post")
+
+
+def _no_ffn_residual(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        return ln2(ffn(ln1(x + attn(x))))
+    z = x + attn(ln1(x))
+    return ffn(ln2(z))
+
+
+def _no_attn_residual_pre(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        return block_forward(x, attn, ffn, ln1, ln2, norm)
+    z = attn(ln1(x))
+    return z + ffn(ln2(z))
+
+
+def _no_attn_residual_post(x, attn, ffn, ln1, ln2, norm):
+    z = ln1(attn(x))
+    return ln2(z + ffn(z))
+
+
+def _pre_skip_normalised(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        return block_forward(x, attn, ffn, ln1, ln2, norm)
+    u = ln1(x)
+    z = u + attn(u)
+    v = ln2(z)
+    return v + ffn(v)
+
+
+def _post_norm_outside(x, attn, ffn, ln1, ln2, norm):
+    z = x + ln1(attn(x))
+    return z + ln2(ffn(z))
+
+
+def _lns_swapped(x, attn, ffn, ln1, ln2, norm):
+    return block_forward(x, attn, ffn, ln2, ln1, norm)
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_swapped, "post-LN", "you computed the pre-LN block for norm='post'"),
+    (_always_post, "pre-LN", "you computed the post-LN block for norm='pre'"),
+    (_no_ffn_residual, "post-LN", "the FFN's residual is missing"),
+    (_no_attn_residual_post, "post-LN", "the attention's residual is missing"),
+    (_no_attn_residual_pre, "pre-LN", "the attention's residual is missing"),
+    (_pre_skip_normalised, "pre-LN", "the skip path carries x itself"),
+    (_post_norm_outside, "post-LN", "normalises the SUM"),
+    (_lns_swapped, "post-LN", "LN1 belongs to the attention"),
+    (lambda x, attn, ffn, ln1, ln2, norm: x.copy(), "post-LN", "returned its input"),
+])
+def test_block_forward_rejects(wrong, stage, hint, capsys):
+    assert_rejects(cl.checks.check_block_forward, wrong, capsys, stage, hint)
+
+
+def test_block_reference_matches_course_lib():
+    """The checker's two formulas are the model's Block, on block 0 of the course model."""
+    for norm in ("post", "pre"):
+        model = cl.Transformer(cl.presets.deep_dive(norm=norm), seed=0).astype("float64")
+        tokens = np.array([cl.task.encode("Max(1,6,2)")])
+        model.forward(tokens)
+        x = model.cache["blocks.0.input"][0]
+        P, k = model.params, cl.kernels.numpy_ref
+        W_qkv = np.concatenate([P["blocks.0.attn.w_q"], P["blocks.0.attn.w_k"], P["blocks.0.attn.w_v"]], 1)
+
+        def attn(z):
+            heads, _ = k.attention_forward((z @ W_qkv)[None], 4, False)
+            return heads[0] @ P["blocks.0.attn.w_o"]
+
+        def ffn(z):
+            return np.maximum(z @ P["blocks.0.ffn.w1"] + P["blocks.0.ffn.b1"], 0) @ P["blocks.0.ffn.w2"] \
+                + P["blocks.0.ffn.b2"]
+
+        def ln(name):
+            return lambda z: k.layernorm_forward(z, P[f"blocks.0.{name}.gamma"], P[f"blocks.0.{name}.beta"],
+                                                 1e-5)[0]
+
+        want = model.cache["blocks.0.output"][0]
+        got = (checks_ff._post if norm == "post" else checks_ff._pre)(x, attn, ffn, ln("ln1"), ln("ln2"))
+        np.testing.assert_allclose(got, want, atol=1e-10)
+
+
+# ---- inputs changed in place, float32, odd returns -----------------------------------------------
+
+def _linear_in_place(dy, x, W):
+    grads = linear_backward(dy, x, W)
+    dy *= 0.0
+    return grads
+
+
+def _relu_in_place(dy, h):
+    dh = relu_backward(dy, h)
+    h[h < 0] = 0.0
+    return dh
+
+
+def _gelu_in_place(h):
+    y = gelu_forward(h)
+    h *= 2
+    return y
+
+
+def _gelu_back_in_place(dy, h):
+    dh = gelu_backward(dy, h)
+    dy[...] = 0.0
+    return dh
+
+
+def _block_in_place(x, attn, ffn, ln1, ln2, norm):
+    y = block_forward(x, attn, ffn, ln1, ln2, norm)
+    x += 1.0
+    return y
+
+
+@pytest.mark.parametrize("check, fn, name, stage", [
+    (cl.checks.check_linear_backward, _linear_in_place, "dy", FIRST),
+    (cl.checks.check_relu_backward, _relu_in_place, "h", "shapes"),
+    (cl.checks.check_gelu_forward, _gelu_in_place, "h", "shapes"),
+    (cl.checks.check_gelu_backward, _gelu_back_in_place, "dy", "shapes"),
+    (cl.checks.check_block_forward, _block_in_place, "x", "shapes"),
+])
+def test_input_changed_in_place_is_rejected(check, fn, name, stage, capsys):
+    r = assert_rejects(check, fn, capsys, stage, f"`{name}`")
+    assert f"changed its input `{name}` in place" in r.message
+
+
+def _f32(fn):
+    def wrapped(*args):
+        args = [np.asarray(a).astype(np.float32) if isinstance(a, np.ndarray) else a for a in args]
+        if fn is block_forward:  # the sublayers compute in float64: cast their outputs down too
+            args[1:5] = [(lambda f: (lambda z: f(z).astype(np.float32)))(f) for f in args[1:5]]
+        result = fn(*args)
+        return tuple(r.astype(np.float32) for r in result) if isinstance(result, tuple) else \
+            np.asarray(result).astype(np.float32)
+    return wrapped
+
+
+@pytest.mark.parametrize("check, fn", CHECKERS)
+def test_float32_computation_is_named_as_a_dtype_problem(check, fn, capsys):
+    result, out = run(check, _f32(fn), capsys)
+    assert not result.passed and result.done, out
+    assert "float32" in result.message and "dtype problem" in result.hint, out
+
+
+@pytest.mark.parametrize("check, fn", CHECKERS)
+@pytest.mark.parametrize("odd, words", [
+    (lambda r: None, "None"),
+    (lambda r: "done", "str"),
+    (lambda r: tuple(np.asarray(a) * (1 + 1j) for a in r) if isinstance(r, tuple) else r * (1 + 1j),
+     "complex"),
+    (lambda r: r[:2] if isinstance(r, tuple) else np.asarray(r)[:1], "shape"),
+])
+def test_odd_return_values(check, fn, odd, words, capsys):
+    result, out = run(check, lambda *args: odd(fn(*args)), capsys)
+    assert not result.passed and result.done, out
+    assert "Traceback" not in out and out.startswith("✗ Exercise 6.")
+    if words == "shape" and fn is linear_backward:
+        words = "3 arrays"
+    assert words in result.message or words in (result.hint or ""), (result.message, result.hint)
+
+
+def test_not_callable(capsys):
+    result, out = run(cl.checks.check_linear_backward, 3, capsys)
+    assert not result.passed and "pass your function itself" in out
+
+
+def test_every_checker_is_exported():
+    for name in checks_ff.__all__:
+        assert getattr(cl.checks, name) is getattr(checks_ff, name)
