@@ -300,3 +300,13 @@ def test_numpy_twins_import_without_numba_and_every_kernel_names_its_twin():
         assert f"NumPy twin: numpy_ref.{name}." in getattr(K, name).__doc__, name
         doc = getattr(numpy_ref, name).__doc__
         assert "notebook" in doc.lower() and "(" in doc, name
+
+
+def test_cross_entropy_with_no_scored_row_is_zero_in_the_kernel_and_its_twin():
+    from course_lib.kernels import numpy_ref
+    logits = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    targets = np.full(3, -100)
+    for forward, backward in ((K.cross_entropy_forward, K.cross_entropy_backward),
+                              (numpy_ref.cross_entropy_forward, numpy_ref.cross_entropy_backward)):
+        loss, probs = forward(logits, targets)
+        assert loss == 0.0 and not np.any(backward(probs, targets))

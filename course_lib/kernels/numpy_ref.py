@@ -204,11 +204,13 @@ def logsumexp(z):
 
 def cross_entropy_forward(logits, targets):
     """logits z (N, V), targets y (N,) -> loss = mean over scored rows of logsumexp(z_n) - z_n[y_n]
-    (in float64), probs = softmax(z) (N, V). Rows with target IGNORE get probs but add no loss. Notebook 08."""
+    (in float64), probs = softmax(z) (N, V). Rows with target IGNORE get probs but add no loss; with
+    no scored row the loss is 0 (a sum over nothing, divided by max(n_scored, 1)). Notebook 08."""
     probs = softmax_forward(logits)
     scored = targets != IGNORE
     z = logits[scored].astype(np.float64)
-    return float(np.mean(logsumexp(z) - z[np.arange(len(z)), targets[scored]])), probs
+    total = np.sum(logsumexp(z) - z[np.arange(len(z)), targets[scored]])
+    return float(total / max(len(z), 1)), probs
 
 
 def cross_entropy_backward(probs, targets):
@@ -217,4 +219,4 @@ def cross_entropy_backward(probs, targets):
     dz = np.zeros_like(probs)
     dz[scored] = probs[scored]
     dz[np.flatnonzero(scored), targets[scored]] -= 1
-    return dz / scored.sum()
+    return dz / max(scored.sum(), 1)
