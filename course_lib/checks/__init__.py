@@ -14,3 +14,5 @@ from .feedforward import *  # noqa: F401,F403  notebook 06
 from .stacking import *  # noqa: F401,F403  notebook 07
 from .loss import *  # noqa: F401,F403  notebook 08
 from .backprop import *  # noqa: F401,F403  notebook 09
+from .whole_model import *  # noqa: F401,F403  notebook 10
+from .training import *  # noqa: F401,F403  notebook 11

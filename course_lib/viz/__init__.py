@@ -4,7 +4,7 @@
 - widgets: `slider_plot` / `widget_plot`, a live ipywidgets plot in Jupyter that also works
   in the built book without a kernel (its script is `slider.js`);
 - tokens, embeddings, attention, multihead, layernorm, feedforward, stacking, loss,
-  backprop: the plots of notebooks 01 to 09, one module each.
+  backprop, whole_model, training: the plots of notebooks 01 to 11, one module each.
 """
 from .figures import (LINESTYLES, PALETTE, STYLE, CourseFigure, figure_and_axes,  # noqa: F401
                       figure_png, gradient_check, gradient_error_maps, heatmap, line_plot,
@@ -19,3 +19,5 @@ from .feedforward import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .stacking import *  # noqa: F401,F403
 from .backprop import *  # noqa: F401,F403
+from .whole_model import *  # noqa: F401,F403
+from .training import *  # noqa: F401,F403
