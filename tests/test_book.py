@@ -2,8 +2,8 @@
 
 Runs `jupyter-book build book -W --keep-going --path-output <tmp>` from the repository
 root, as an instructor would, but into a temporary directory so that the working tree's
-`_build/` is left alone. The build executes every notebook (the temporary directory has
-an empty jupyter-cache), so this is the slowest test in the suite.
+`_build/` is left alone. The book shows the notebooks' stored outputs (nbval proves they
+re-run to the same output), so the build executes nothing.
 """
 import subprocess
 import sys
@@ -20,7 +20,7 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read _toc.yml")
 
 ROOT = Path(__file__).resolve().parents[1]
 TOC = ROOT / "_toc.yml"
-BUILD_TIMEOUT = 30 * 60   # seconds; all notebooks are executed from scratch
+BUILD_TIMEOUT = 10 * 60   # seconds
 
 # The same interpreter as pytest, so the build uses this environment's jupyter-book.
 JB_CMD = [sys.executable, "-c",
