@@ -197,6 +197,31 @@ def test_forward_rejects(wrong, stage, hint, capsys):
     assert_rejects(FORWARD, wrong, capsys, stage, hint)
 
 
+def test_forward_dropped_maximum(capsys):
+    """m taken out of the exponentials and never added back: log(sum(exp(z - m))) - z_y."""
+    def dropped(logits, targets):
+        keep = targets != -100
+        z, y = logits[keep], targets[keep]
+        m = z.max(axis=1, keepdims=True)
+        return np.mean(np.log(np.sum(np.exp(z - m), axis=1)) - z[np.arange(len(y)), y])
+
+    assert_rejects(FORWARD, dropped, capsys, "hand-checkable case", "did not add it back")
+
+
+def test_forward_one_global_maximum(capsys):
+    """m = z.max() for the whole array: exact until a row lies far below the global maximum,
+    where every exp(z - m) underflows to 0 and log(0) = -inf."""
+    def global_max(logits, targets):
+        keep = targets != -100
+        z, y = logits[keep], targets[keep]
+        m = z.max()
+        return np.mean(m + np.log(np.sum(np.exp(z - m), axis=1)) - z[np.arange(len(y)), y])
+
+    r = assert_rejects(FORWARD, global_max, capsys, "large logits: overflow",
+                       "one maximum for the whole array")
+    assert "z.max(axis=1, keepdims=True)" in r.hint and "-inf" in r.message
+
+
 def test_forward_divided_by_batch_size(capsys):
     """Dividing by B (the number of sequences) when the rows are a flattened (B, T) batch: the
     checker's ignored-target case has M != B*T and M != 1."""
@@ -278,6 +303,33 @@ def _backward_with(scale=None, sign=1.0, shift=0, zero_ignored=True, onehot=True
 ])
 def test_backward_rejects(wrong, stage, hint, capsys):
     assert_rejects(BACKWARD, wrong, capsys, stage, hint)
+
+
+def test_backward_softmax_over_wrong_axis(capsys):
+    def columns(logits, targets):
+        keep = np.flatnonzero(targets != -100)
+        e = np.exp(logits - logits.max(axis=0, keepdims=True))
+        p = e / e.sum(axis=0, keepdims=True)                 # each column sums to 1
+        d = np.zeros_like(p)
+        d[keep] = p[keep]
+        d[keep, targets[keep]] -= 1.0
+        return d / len(keep)
+
+    assert_rejects(BACKWARD, columns, capsys, "hand-checkable case", "wrong axis: each row must sum to 1")
+
+
+def test_backward_counts_nonzero_targets(capsys):
+    """M = np.count_nonzero(targets): drops the rows whose target is id 0, counts the -100 rows."""
+    def nonzero(logits, targets):
+        keep = np.flatnonzero(targets != -100)
+        p = cl.kernels.softmax_forward(logits)
+        d = np.zeros_like(p)
+        d[keep] = p[keep]
+        d[keep, targets[keep]] -= 1.0
+        return d / np.count_nonzero(targets)
+
+    r = assert_rejects(BACKWARD, nonzero, capsys, "hand-checkable case", "whose target is not -100")
+    assert "targets == 0 is a real target: id 0" in r.hint
 
 
 def test_backward_forgotten_mask_small_vocabulary(capsys):

@@ -12,9 +12,11 @@ that is not scored (PyTorch's convention). With M the number of scored rows:
     dlogits = (softmax(z_n) - onehot(y_n)) / M  on scored rows, 0 on ignored rows.
 
 Expected values come from float64 formulas written here, never from the learner's function.
-When a result is wrong, the checker computes the usual mistakes (naive exp, the mean over
-all N rows, no mean, the sign flipped, the target index off by one, a gradient left on the
-ignored rows, log base 2 or 10) and names the one the result matches.
+When a result is wrong, the checker computes the usual mistakes (naive exp, the maximum
+taken out and not added back, one maximum for the whole array, the mean over all N rows, no
+mean, the scored rows counted as the nonzero targets, the sign flipped, the target index off
+by one, softmax over the wrong axis, a gradient left on the ignored rows, log base 2 or 10)
+and names the one the result matches.
 """
 import numpy as np
 
@@ -53,15 +55,16 @@ def _loss(z, y, denominator=None):
     return total / (np.count_nonzero(scored) if denominator is None else denominator)
 
 
-def _dlogits(z, y, scale=None, sign=1.0, shift=0, ignored_rows="zero"):
+def _dlogits(z, y, scale=None, sign=1.0, shift=0, ignored_rows="zero", axis=1):
     """(p - onehot(y + shift)) * sign * scale on scored rows; ignored rows: 0, or p * scale
-    (ignored_rows="p"), or p - onehot(V - 100) (ignored_rows="negative index")."""
+    (ignored_rows="p"), or p - onehot(V - 100) (ignored_rows="negative index"). axis=0 takes
+    the softmax down each column instead of along each row."""
     z = np.asarray(z, dtype=np.float64)
     N, V = z.shape
     scored = y != IGNORE
     M = np.count_nonzero(scored)
     scale = 1.0 / M if scale is None else scale
-    p = _softmax(z)
+    p = _softmax(z) if axis == 1 else _softmax(z.T).T
     d = np.zeros_like(p)
     rows = np.flatnonzero(scored)
     d[rows] = p[rows]
@@ -118,9 +121,25 @@ _FORWARD_HINT = ("per scored row the loss is logsumexp(z_n) - z_n[y_n], with log
 _OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): take each row's "
                   "maximum m out first, logsumexp(z) = m + log(sum(exp(z - m))), so that the largest "
                   "term is exp(0) = 1")
+_DROPPED_M_HINT = ("you took m out but did not add it back: lse = m + log(sum(exp(z - m))), so the "
+                   "row's loss is m + log(sum(exp(z - m))) - z_y")
+_GLOBAL_MAX_HINT = ("one maximum for the whole array: use each row's maximum, z.max(axis=1, "
+                    "keepdims=True). With m = z.max() a row far below the largest logit of the array "
+                    "has exp(z - m) = 0 in every entry, and log(0) = -inf")
 _UNDERFLOW_HINT = ("log of a probability that rounds to 0: p = exp(-1000) / ... is 0.0 in floating point "
                    "and log(0) = -inf, even with a stable softmax. Never take log(softmax(z)); compute "
                    "log p_y = z_y - logsumexp(z) directly, which stays finite (here about -1000)")
+
+
+def _global_max_loss(z, y):
+    """The loss with one maximum m = z.max() for all scored rows instead of each row's own."""
+    z = np.asarray(z, dtype=np.float64)
+    scored = y != IGNORE
+    zs, ys = z[scored], y[scored]
+    m = zs.max()
+    with np.errstate(all="ignore"):
+        lse = m + np.log(np.exp(zs - m).sum(axis=1))
+        return np.mean(lse - zs[np.arange(len(ys)), ys])
 
 
 def _forward_mistakes(z, y):
@@ -129,7 +148,10 @@ def _forward_mistakes(z, y):
     scored = y != IGNORE
     M = np.count_nonzero(scored)
     wrapped = lambda s: np.where(scored, (y + s) % V, IGNORE)  # noqa: E731
+    zs, ys = z[scored], y[scored]
     return [
+        (lambda: np.mean(_logsumexp(zs) - zs.max(axis=1) - zs[np.arange(M), ys]), _DROPPED_M_HINT),
+        (lambda: _global_max_loss(z, y), _GLOBAL_MAX_HINT),
         (lambda: _loss(z, y, denominator=N),
          f"you divided by N = {N}, the number of all rows (B*T for a flattened batch), but only the "
          f"{M} scored rows count: the rows with target -100 add no loss and are not counted; divide "
@@ -165,6 +187,8 @@ def _check_forward_case(fn, z, y, finite_hint=_FORWARD_HINT):
     raw = _run(fn, z, y)
     arr = _scalar(raw)
     if not np.isfinite(arr):
+        if arr == _global_max_loss(z, y):          # the same -inf as one global maximum
+            finite_hint = _GLOBAL_MAX_HINT
         raise CheckFailed(f"your loss is {float(arr)}", finite_hint)
     diagnose(raw, _loss(z, y), _forward_mistakes(z, y), _FORWARD_HINT, what="your loss",
              rtol=1e-9, atol=1e-12)
@@ -221,10 +245,19 @@ _P_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / i
                     "course_lib's cl.kernels.softmax_forward(logits)")
 
 
+_AXIS_HINT = ("softmax over the wrong axis: each row must sum to 1. Take the maximum and the sum "
+              "along the vocabulary, axis=1 with keepdims=True, not down the columns (axis=0)")
+_NONZERO_HINT = ("count the rows whose target is not -100, np.count_nonzero(targets != -100) "
+                 "(targets == 0 is a real target: id 0); np.count_nonzero(targets) drops the rows "
+                 "whose target is 0 and counts the rows with -100")
+
+
 def _backward_mistakes(z, y):
     N, V = z.shape
     M = np.count_nonzero(y != IGNORE)
+    nonzero = np.count_nonzero(y)                 # the rows with target != 0, -100 included
     return [
+        (lambda: _dlogits(z, y, axis=0), _AXIS_HINT),
         (lambda: _dlogits(z, y, sign=-1.0),
          "the sign is flipped: the gradient is p - onehot(y), not onehot(y) - p. Raising z_y lowers "
          "the loss, so the entry of the target must be negative"),
@@ -234,6 +267,7 @@ def _backward_mistakes(z, y):
         (lambda: _dlogits(z, y, scale=1.0 / N),
          f"you divided by N = {N}, the number of all rows (B*T for a flattened batch); the loss "
          f"averages over the M = {M} scored rows only: divide by M, not by N nor by a batch size"),
+        (lambda: _dlogits(z, y, scale=1.0 / nonzero), _NONZERO_HINT),
         (lambda: _dlogits(z, y, ignored_rows="p"),
          "the rows with target -100 add nothing to the loss, so their gradient is exactly 0: "
          "set those rows to zero (you left p / M there)"),
@@ -265,10 +299,10 @@ def check_cross_entropy_backward(cross_entropy_backward):
         expect_shape(_run(cross_entropy_backward, z, np.array([0, 1, 2])), (3, 4), what="dlogits",
                      hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits")
     with stage("hand-checkable case"):
-        # p = [1/4, 1/4, 1/4, 1/4] and [1/8, 1/8, 1/4, 1/2]; M = 2
-        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0]]))
-        _check_backward_case(cross_entropy_backward, z, np.array([0, 2]))
-        _check_backward_case(cross_entropy_backward, z, np.array([1, 3]))
+        # p = [1/4, 1/4, 1/4, 1/4], [1/8, 1/8, 1/4, 1/2] and [1/4, 1/4, 1/4, 1/4]; M = 3
+        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [2.0, 2.0, 2.0, 2.0]]))
+        _check_backward_case(cross_entropy_backward, z, np.array([0, 2, 1]))
+        _check_backward_case(cross_entropy_backward, z, np.array([1, 3, 3]))
     with stage("ignored targets (-100)"):
         z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
                              [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))

@@ -36,25 +36,35 @@ def temperature_bars(ax, logits, tau, labels, target):
     return ax
 
 
-def loss_vs_probability(marks=None, figsize=(9, 3.4)) -> Figure:
+def loss_vs_probability(marks=None, figsize=None, panels=("loss", "slope")) -> Figure:
     """Notebook 08: the loss -ln p and its gradient along the target's logit, p - 1, against the
-    probability p of the right answer. marks: dict label -> p, drawn as points on both curves."""
+    probability p of the right answer. marks: dict label -> p, drawn as points on every curve.
+    panels: which panels to draw, in order, from "loss" (-ln p) and "slope" (p - 1); the notebook
+    shows the loss alone before Exercise 8.2 derives the slope, and both after it."""
+    panels = tuple(panels)
+    if not panels or any(k not in ("loss", "slope") for k in panels):
+        raise ValueError(f"panels must be a non-empty subset of ('loss', 'slope'), got {panels!r}")
     p = np.linspace(1e-3, 1.0, 500)
-    fig = new_figure(figsize)
+    fig = new_figure(figsize or (4.6 * len(panels), 3.4))
     with style():
-        ax1, ax2 = fig.subplots(1, 2)
-        ax1.plot(p, -np.log(p), color=PALETTE[0])
-        ax1.set(xlabel="p of the right answer", ylabel="loss  -ln p", ylim=(0, 7),
-                title="Cross-entropy of one row")
-        ax2.plot(p, p - 1, color=PALETTE[0])
-        ax2.axhline(0, color="gray", linewidth=0.8)
-        ax2.set(xlabel="p of the right answer", ylabel="d loss / d z_y  =  p - 1", ylim=(-1.05, 0.05),
-                title="Gradient of the right answer's logit")
-        for k, (label, q) in enumerate((marks or {}).items()):
-            c = PALETTE[(k + 1) % len(PALETTE)]
-            ax1.plot([q], [-np.log(q)], "o", color=c, label=f"{label}: p = {q:.3f}, loss {-np.log(q):.3f}")
-            ax2.plot([q], [q - 1], "o", color=c, label=f"{label}: p - 1 = {q - 1:.3f}")
-        for ax in (ax1, ax2):
+        axes = np.atleast_1d(fig.subplots(1, len(panels)))
+        for ax, kind in zip(axes, panels):
+            if kind == "loss":
+                ax.plot(p, -np.log(p), color=PALETTE[0])
+                ax.set(xlabel="p of the right answer", ylabel="loss  -ln p", ylim=(0, 7),
+                       title="Cross-entropy of one row")
+            else:
+                ax.plot(p, p - 1, color=PALETTE[0])
+                ax.axhline(0, color="gray", linewidth=0.8)
+                ax.set(xlabel="p of the right answer", ylabel="d loss / d z_y  =  p - 1",
+                       ylim=(-1.05, 0.05), title="Gradient of the right answer's logit")
+            for k, (label, q) in enumerate((marks or {}).items()):
+                c = PALETTE[(k + 1) % len(PALETTE)]
+                if kind == "loss":
+                    ax.plot([q], [-np.log(q)], "o", color=c,
+                            label=f"{label}: p = {q:.3f}, loss {-np.log(q):.3f}")
+                else:
+                    ax.plot([q], [q - 1], "o", color=c, label=f"{label}: p - 1 = {q - 1:.3f}")
             ax.grid(alpha=0.3)
             if marks:
                 ax.legend(frameon=False, fontsize=8)
