@@ -293,10 +293,11 @@ def test_backward_float32_is_named(capsys):
                    hint="dtype problem")
 
 
-def test_mask_float32_upcast_is_named(capsys):
-    assert_rejects(cl.checks.check_causal_mask, lambda S: apply_causal_mask(S).astype(np.float64),
-                   capsys=capsys, stage="edge cases: T = 1, large scores, float32",
-                   message="float32 scores came back as float64")
+def test_mask_float32_upcast_passes(capsys):
+    """As in Exercises 4.4 and 4.6 (and core), a float64 result from float32 input is fine."""
+    assert_passes(cl.checks.check_causal_mask, lambda S: apply_causal_mask(S).astype(np.float64),
+                  capsys=capsys)
+
 
 
 # ---- Exercise 4.1 --------------------------------------------------------------------------
@@ -346,6 +347,17 @@ def _mask_with(fill=-np.inf, k=1, lower=False):
     return fn
 
 
+def test_mask_default_hint_gives_no_solution(capsys):
+    """A mask matching no known mistake gets the rule, not the code."""
+    def odd(S):
+        out = apply_causal_mask(S)
+        return np.where(np.isfinite(out), out + 1.0, out)
+
+    result = assert_rejects(cl.checks.check_causal_mask, odd, capsys=capsys,
+                            stage="hand-checkable case", hint="every score with s > t")
+    assert "triu" not in result.hint and "k=1" not in result.hint
+
+
 @pytest.mark.parametrize("fn, hint", [
     (_mask_with(k=0), "a token may see itself"),
     (_mask_with(lower=True), "you masked the past"),
@@ -393,6 +405,10 @@ def _reshape_merge(Y):
     return Y.reshape(Y.shape[0], Y.shape[2], -1)
 
 
+FWD_HAND = "hand-checkable case: W_q = 0, uniform weights"
+FWD_DOMINANT = "causal edge case: a future key's score dominates every row (float32)"
+
+
 @pytest.mark.parametrize("fn, stage, hint", [
     (_fwd_with(scale=lambda x, D: 1 / np.sqrt(x.shape[-1])), "random cases, bidirectional",
      "not 1/sqrt(C)"),
@@ -402,9 +418,49 @@ def _reshape_merge(Y):
     (_fwd_with(causal_flip=True), "hand-checkable case: W_q = 0, uniform weights", "mask only if causal"),
     (_fwd_with(mask_k=0), "hand-checkable case: W_q = 0, uniform weights", "A token may see itself"),
     (_fwd_with(no_wo=True), "hand-checkable case: W_q = 0, uniform weights", "output projection"),
+    (_fwd_with(split=_reshape_split), FWD_HAND, "the split is a reshape alone"),
+    (_fwd_with(merge=_reshape_merge), FWD_HAND, "the merge is a reshape alone"),
 ])
 def test_forward_rejects(fn, stage, hint, capsys):
     assert_rejects(cl.checks.check_multihead_attention, fn, capsys=capsys, stage=stage, hint=hint)
+
+
+def _late_mask(x, W_q, W_k, W_v, W_o, n_heads, causal):
+    """Maximum over all keys (the future included), then np.tril on exp, then normalise."""
+    Q, K, V = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    S = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(Q.shape[-1])
+    E = np.exp(S - np.max(S, axis=-1, keepdims=True))
+    if causal:
+        E = np.tril(E)
+    A = E / np.sum(E, axis=-1, keepdims=True)
+    return merge_heads(A @ V) @ W_o, A
+
+
+def test_forward_late_mask_is_caught_and_named(capsys):
+    """Right on ordinary scores, NaN when a future score dominates: the edge case names it."""
+    result = assert_rejects(cl.checks.check_multihead_attention, _late_mask, capsys=capsys,
+                            stage=FWD_DOMINANT, hint="Mask the scores first")
+    assert "future ones included" in result.hint
+
+
+def test_forward_late_mask_upcast_is_caught(capsys):
+    """The same bug computed in float64 (inputs upcast): the gap of ~1000 underflows there too."""
+    def upcast(x, *args):
+        return _late_mask(*(np.asarray(a, np.float64) for a in (x, *args[:4])), *args[4:])
+
+    assert_rejects(cl.checks.check_multihead_attention, upcast, capsys=capsys,
+                   stage=FWD_DOMINANT, hint="Mask the scores first")
+
+
+def test_forward_default_hint_gives_no_solution(capsys):
+    def odd(*args):
+        y, A = multihead_attention(*args)
+        return 1.01 * y, A
+
+    result = assert_rejects(cl.checks.check_multihead_attention, odd, capsys=capsys,
+                            stage=FWD_HAND, hint="Exercise 3.2's single head")
+    for formula in ("merge_heads(A @ V) @ W_o", "transpose(0, 1, 3, 2)", "sqrt(D)"):
+        assert formula not in result.hint
 
 
 def test_forward_returns_only_y(capsys):
@@ -434,16 +490,101 @@ def _bwd_with(**kw):
     return fn
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (_bwd_with(scale=1.0), "carry the 1/sqrt(D)"),
-    (_bwd_with(smb=lambda d, a: a * (1 - a) * d), "only the diagonal"),
-    (_bwd_with(split=_reshape_split, merge=_reshape_merge), "backward of merge_heads is split_heads"),
-    (_bwd_with(paths="v"), "only the value path"),
-    (_bwd_with(paths="qv"), "key path is missing"),
+BWD_SMALL = "small case: B = 1, T = 3, C = 4, H = 2"
+BWD_RANDOM = "random cases, bidirectional"
+
+
+def _bwd_edit(edit):
+    """The reference backward with its returned tuple changed by edit(list of gradients, dy,
+    x, W_q, W_k, W_v, W_o, A, H)."""
+    def fn(*args):
+        g = list(multihead_attention_backward(*args))
+        edit(g, *args)
+        return tuple(g)
+    return fn
+
+
+def _dk_untransposed(dy, x, W_q, W_k, W_v, W_o, A, n_heads):
+    """dK = dS @ Q instead of dS^T @ Q: the learner's code, written out."""
+    Q, K, V = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    D = Q.shape[-1]
+    M = merge_heads(A @ V)
+    dO = split_heads(dy @ W_o.T, n_heads)
+    dV = A.transpose(0, 1, 3, 2) @ dO
+    dA = dO @ V.transpose(0, 1, 3, 2)
+    dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))
+    dQ = merge_heads(dS @ K / np.sqrt(D))
+    dK = merge_heads(dS @ Q / np.sqrt(D))
+    dV = merge_heads(dV)
+    dx = dQ @ W_q.T + dK @ W_k.T + dV @ W_v.T
+    return (dx, *(np.einsum("btc,bte->ce", x, g) for g in (dQ, dK, dV)),
+            np.einsum("btc,bte->ce", M, dy))
+
+
+def _merge_backward_by_reshape(dy, x, W_q, W_k, W_v, W_o, A, n_heads):
+    """Cell 42's tempting shortcut: dO = dM.reshape(B, H, T, D), everything else right."""
+    B, T, C = x.shape
+    Q, K, V = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    D = Q.shape[-1]
+    dM = dy @ W_o.T
+    dO = dM.reshape(B, n_heads, T, D)
+    dA = dO @ V.transpose(0, 1, 3, 2)
+    dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))
+    dQ = merge_heads(dS @ K / np.sqrt(D))
+    dK = merge_heads(dS.transpose(0, 1, 3, 2) @ Q / np.sqrt(D))
+    dV = merge_heads(A.transpose(0, 1, 3, 2) @ dO)
+    dx = dQ @ W_q.T + dK @ W_k.T + dV @ W_v.T
+    return (dx, *(np.einsum("btc,bte->ce", x, g) for g in (dQ, dK, dV)),
+            np.einsum("btc,bte->ce", merge_heads(A @ V), dy))
+
+
+def _swap_q_k(g, *args):
+    g[1], g[2] = g[2], g[1]
+
+
+def _mean_dw(g, dy, x, *rest):
+    for i in (1, 2, 3, 4):
+        g[i] = g[i] / (x.shape[0] * x.shape[1])
+
+
+def _dwo_last_sequence(g, dy, x, W_q, W_k, W_v, W_o, A, n_heads):
+    M = merge_heads(A @ split_heads(x @ W_v, n_heads))
+    g[4] = M[-1].T @ dy[-1]
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (_bwd_with(scale=1.0), BWD_SMALL, "carry the 1/sqrt(D)"),
+    (_bwd_with(smb=lambda d, a: a * (1 - a) * d), BWD_SMALL,
+     "your softmax backward keeps only the diagonal of its Jacobian"),
+    (_bwd_with(smb=lambda d, a: a * (d - np.sum(d * a, axis=-2, keepdims=True))), BWD_SMALL,
+     "runs over axis=-2"),
+    (_bwd_with(wo_T=False), BWD_SMALL, "TRANSPOSE of W_o"),
+    (_dk_untransposed, BWD_SMALL, "dK needs the transpose of dS"),
+    (_merge_backward_by_reshape, BWD_SMALL, "cut into heads by a reshape alone"),
+    (_bwd_with(split=_reshape_split, merge=_reshape_merge), BWD_SMALL,
+     "backward of merge_heads is split_heads"),
+    (_bwd_edit(_mean_dw), BWD_SMALL, "do not divide by B * T"),
+    (_bwd_edit(_dwo_last_sequence), BWD_RANDOM, "from the last sequence of the batch only"),
+    (_bwd_edit(_swap_q_k), BWD_SMALL, "dW_q and dW_k are swapped"),
+    (_bwd_with(paths="v"), BWD_SMALL, "only the value path"),
+    (_bwd_with(paths="qv"), BWD_SMALL, "key path is missing"),
 ])
-def test_backward_rejects(fn, hint, capsys):
+def test_backward_rejects(fn, stage, hint, capsys):
     assert_rejects(cl.checks.check_multihead_attention_backward, fn, capsys=capsys,
-                   stage="small case: B = 1, T = 3, C = 4, H = 2", hint=hint)
+                   stage=stage, hint=hint)
+
+
+def test_backward_diagonal_hint_gives_no_formula(capsys):
+    result = assert_rejects(cl.checks.check_multihead_attention_backward,
+                            _bwd_with(smb=lambda d, a: a * (1 - a) * d), capsys=capsys)
+    assert "np.sum" not in result.hint and "dA * A" not in result.hint
+
+
+def test_backward_default_hint_gives_no_solution(capsys):
+    result = assert_rejects(cl.checks.check_multihead_attention_backward,
+                            _bwd_edit(lambda g, *a: g.__setitem__(0, 1.01 * g[0])),
+                            capsys=capsys, stage=BWD_SMALL)
+    assert result.hint == "compare each step with your derivation in Exercise 4.5"
 
 
 def test_backward_dwo_transposed(capsys):
@@ -452,8 +593,19 @@ def test_backward_dwo_transposed(capsys):
         g[4] = g[4].T
         return tuple(g)
 
+    result = assert_rejects(cl.checks.check_multihead_attention_backward, wrong, capsys=capsys,
+                            hint="dW_o is transposed")
+    assert "M^T dy" in result.hint and "x^T" not in result.hint
+
+
+def test_backward_dwv_transposed(capsys):
+    def wrong(*args):
+        g = list(multihead_attention_backward(*args))
+        g[3] = g[3].T
+        return tuple(g)
+
     assert_rejects(cl.checks.check_multihead_attention_backward, wrong, capsys=capsys,
-                   hint="not its transpose")
+                   hint="dW_v is transposed")
 
 
 def test_backward_wrong_count_and_shape(capsys):

@@ -58,20 +58,30 @@ def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=_split, merge=_merge, scale
 
 
 def _backward(dy, x, W_q, W_k, W_v, W_o, A, H, split=_split, merge=_merge, scale=None,
-              smb=None, paths="qkv"):
-    """Reference backward: (dx, dW_q, dW_k, dW_v, dW_o)."""
+              smb=None, paths="qkv", split_dO=None, wo_T=True, dk_T=True, dw="sum"):
+    """Reference backward: (dx, dW_q, dW_k, dW_v, dW_o).
+
+    The keywords build the known mistakes: split_dO (how dM is cut into heads), wo_T=False
+    (dy @ W_o), dk_T=False (dS @ Q), dw="mean" (weight gradients / (B T)) or "last" (from the
+    last sequence only)."""
     Q, K, V = (split(x @ W, H) for W in (W_q, W_k, W_v))
     D = Q.shape[-1]
     s = 1 / np.sqrt(D) if scale is None else scale
-    O = merge(A @ V)                                   # (B, T, C) the heads side by side
-    dW_o = np.einsum("btc,bte->ce", O, dy)
-    dO = split(dy @ W_o.T, H)                          # (B, H, T, D)
+
+    def weight_grad(a, g):                              # a^T g summed over (b, t), (C, C)
+        if dw == "last":
+            return a[-1].T @ g[-1]
+        return np.einsum("btc,bte->ce", a, g) / (a.shape[0] * a.shape[1] if dw == "mean" else 1)
+
+    M = merge(A @ V)                                   # (B, T, C) the heads side by side
+    dW_o = weight_grad(M, dy)
+    dO = (split_dO or split)(dy @ (W_o.T if wo_T else W_o), H)   # (B, H, T, D)
     dV = A.swapaxes(-1, -2) @ dO
     dA = dO @ V.swapaxes(-1, -2)
     dS = (smb or (lambda d, a: a * (d - np.sum(d * a, axis=-1, keepdims=True))))(dA, A)
-    dQ, dK = dS @ K * s, dS.swapaxes(-1, -2) @ Q * s
+    dQ, dK = dS @ K * s, (dS.swapaxes(-1, -2) if dk_T else dS) @ Q * s
     dQ, dK, dV = merge(dQ), merge(dK), merge(dV)
-    dW = [np.einsum("btc,bte->ce", x, g) for g in (dQ, dK, dV)]
+    dW = [weight_grad(x, g) for g in (dQ, dK, dV)]
     dx = sum(g @ W.T for g, W, p in zip((dQ, dK, dV), (W_q, W_k, W_v), "qkv") if p in paths)
     return dx, dW[0], dW[1], dW[2], dW_o
 
@@ -213,8 +223,8 @@ def check_split_merge_heads(split_heads, merge_heads=None):
 # Exercise 4.2: the causal mask
 # ----------------------------------------------------------------------------------------
 
-_MASK_HINT = ("query t (row) may see the keys s <= t (columns): set S[..., t, s] = -np.inf where "
-              "s > t, the strict upper triangle np.triu(np.ones((T, T), bool), k=1); keep the rest")
+_MASK_HINT = ("query t (row) may see the keys s <= t (columns): every score with s > t becomes "
+              "-np.inf, every other score stays as it is")
 
 
 def _mask_mistakes(S):
@@ -265,22 +275,38 @@ def check_causal_mask(apply_causal_mask):
     with stage("edge cases: T = 1, large scores, float32"):
         _check_mask_case(apply_causal_mask, np.array([[2.5]]))
         _check_mask_case(apply_causal_mask, 1e6 * rng.standard_normal((4, 4)))
-        S32 = rng.standard_normal((2, 6, 6)).astype(np.float32)
-        got = _run(apply_causal_mask, S32)
-        if np.asarray(got).dtype != np.float32:
-            raise CheckFailed(f"float32 scores came back as {np.asarray(got).dtype}",
-                              hint="the model runs in float32: np.where(mask, -np.inf, S) keeps S's "
-                                   "dtype; avoid creating float64 arrays of the full shape")
-        _check_mask_case(apply_causal_mask, S32)
+        # float32 scores: as in Exercises 4.4 and 4.6, the values are checked; a float64
+        # result is accepted (the dtype of a mask is not the point of this exercise)
+        _check_mask_case(apply_causal_mask, rng.standard_normal((2, 6, 6)).astype(np.float32))
 
 
 # ----------------------------------------------------------------------------------------
 # Exercise 4.4: batched multi-head attention forward
 # ----------------------------------------------------------------------------------------
 
-_FWD_HINT = ("Q, K, V = split_heads(x @ W, H) for W_q, W_k, W_v; S = Q @ K.transpose(0, 1, 3, 2) / "
-             "sqrt(D); causal: future keys -inf; A = softmax over the last axis; "
-             "y = merge_heads(A @ V) @ W_o")
+_FWD_HINT = ("compare each step with Exercise 3.2's single head, applied to every head at once: "
+             "the split, the scaled scores, the mask, the softmax, the merge, W_o")
+_LATE_MASK_HINT = (
+    "a future key's score is far larger than the visible ones here. If you subtract the row "
+    "maximum over all keys (future ones included) and remove the future keys only after exp "
+    "(np.tril, or a multiplication by 0), exp of every visible score underflows to 0 and the row "
+    "becomes 0/0 = NaN. Mask the scores first, then take each row's maximum over what is left")
+
+
+def _late_mask_weights(S):
+    """The wrong softmax: maximum over all keys, then the future removed from exp by np.tril."""
+    with np.errstate(all="ignore"):
+        E = np.tril(np.exp(S - S.max(axis=-1, keepdims=True)))
+        return E / E.sum(axis=-1, keepdims=True)
+
+
+def _late_mask_forward(x, W_q, W_k, W_v, W_o, H, dtype=np.float64):
+    """The causal forward with _late_mask_weights, computed in `dtype` (where it underflows)."""
+    x, W_q, W_k, W_v, W_o = (np.asarray(a, dtype=dtype) for a in (x, W_q, W_k, W_v, W_o))
+    Q, K, V = (_split(x @ W, H) for W in (W_q, W_k, W_v))
+    with np.errstate(all="ignore"):
+        A = _late_mask_weights(Q @ K.swapaxes(-1, -2) / np.sqrt(dtype(Q.shape[-1])))
+        return _merge(A @ V) @ W_o, A
 
 
 def _fwd_mistakes(args, causal):
@@ -298,6 +324,12 @@ def _fwd_mistakes(args, causal):
         (f(split=_reshape_split, merge=_reshape_merge),
          "a reshape alone mixes positions and heads: split with reshape(B, T, H, D) then "
          "transpose(0, 2, 1, 3), and merge with the inverse"),
+        (f(split=_reshape_split),
+         "the split is a reshape alone: reshape(B, H, T, D) mixes positions and heads. Use your "
+         "split_heads of Exercise 4.1 (reshape to (B, T, H, D), then transpose) for Q, K and V"),
+        (f(merge=_reshape_merge),
+         "the merge is a reshape alone: (B, H, T, D) reshaped to (B, T, C) mixes positions and "
+         "heads. Use your merge_heads of Exercise 4.1 (transpose first, then reshape)"),
         (f(split=_interleaved_split, merge=_interleaved_merge),
          "head h is the column block h*D:(h+1)*D, not every H-th column"),
         (lambda: _forward(x, W_q, W_k, W_v, W_o, H, not causal),
@@ -307,7 +339,8 @@ def _fwd_mistakes(args, causal):
          "the mask hides the past: hide the keys s > t, the strict upper triangle"),
         (lambda: _forward(x, W_q, W_k, W_v, np.eye(C), H, causal),
          "the merged heads still go through the output projection: y = merge_heads(A @ V) @ W_o"),
-    ]
+    ] + ([(lambda: _late_mask_forward(x, W_q, W_k, W_v, W_o, H), _LATE_MASK_HINT)] if causal
+         else [])
 
 
 def _fwd_a_mistakes(args, causal):
@@ -327,6 +360,13 @@ def _check_fwd_case(fn, x, W_q, W_k, W_v, W_o, H, causal, rtol=1e-6, atol=1e-9):
     expect_shape(y, (B, T, C), what="y", hint=f"y has the shape of x: (B, T, C) = {(B, T, C)}")
     A_arr = np.asarray(A, dtype=float)
     if not np.all(np.isfinite(A_arr)):
+        if causal:
+            dtype = getattr(A, "dtype", np.dtype(float))
+            dtype = dtype.type if dtype.kind == "f" else np.float64
+            late = _late_mask_forward(x, W_q, W_k, W_v, W_o, H, dtype)[1]
+            if not np.all(np.isfinite(late)) and np.array_equal(np.isnan(A_arr), np.isnan(late)):
+                raise CheckFailed("A contains NaN in the rows whose visible scores are all far "
+                                  "below a future one", _LATE_MASK_HINT)
         if causal and np.all(np.isnan(A_arr[..., 0, :])):
             raise CheckFailed("A contains NaN in row 0 of every map (query 0)",
                               "the diagonal is masked, so query 0 sees no key at all and its softmax is "
@@ -375,6 +415,20 @@ def check_multihead_attention(multihead_attention):
                         2, False)
         args32 = [a.astype(np.float32) for a in [rng.standard_normal((2, 8, 16))] + _weights(rng, 16)]
         _check_fwd_case(multihead_attention, *args32, 4, True, rtol=1e-4, atol=1e-5)
+    with stage("causal edge case: a future key's score dominates every row (float32)"):
+        # feature 0 of x is 1 everywhere and W_q reads it into query dimension 0 of each head;
+        # the last position carries 2000 in feature 1, which W_k puts into key dimension 0:
+        # every query scores the last key about 2000 / sqrt(D) = 1000 above the others (exp
+        # underflows in float64 too), and only the last query may see it
+        B, T, C, H = 2, 5, 8, 2
+        x = 0.3 * rng.standard_normal((B, T, C))
+        x[:, :, 0], x[:, -1, 1] = 1.0, 2000.0
+        W_q, W_k, W_v, W_o = _weights(rng, C, 0.1)
+        W_q[1], W_k[1] = 0.0, 0.0
+        W_q[0, 0::C // H] = 1.0
+        W_k[1, 0::C // H] = 1.0
+        args32 = [a.astype(np.float32) for a in (x, W_q, W_k, W_v, W_o)]
+        _check_fwd_case(multihead_attention, *args32, H, True, rtol=1e-4, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------
@@ -382,10 +436,7 @@ def check_multihead_attention(multihead_attention):
 # ----------------------------------------------------------------------------------------
 
 _BWD_NAMES = ["dx", "dW_q", "dW_k", "dW_v", "dW_o"]
-_BWD_HINT = ("dW_o = merged heads^T dy; dO = split_heads(dy @ W_o.T); per head, as in notebook 03: "
-             "dV = A^T dO, dA = dO V^T, dS = A * (dA - rowsum(dA * A)), dQ = dS K / sqrt(D), "
-             "dK = dS^T Q / sqrt(D); merge dQ, dK, dV; dW = x^T (each merged gradient); "
-             "dx = dQ W_q^T + dK W_k^T + dV W_v^T")
+_BWD_HINT = "compare each step with your derivation in Exercise 4.5"
 
 
 def _bwd_mistakes(args, i):
@@ -400,11 +451,31 @@ def _bwd_mistakes(args, i):
         (f(scale=1 / np.sqrt(C)), "the scale is 1/sqrt(D), D = C / H the head size, not 1/sqrt(C)"),
         (f(scale=1 / (C // H)), "divide by the square root of D, not by D"),
         (f(smb=lambda d, a: a * (1 - a) * d),
-         "the softmax backward keeps only the diagonal of its Jacobian: "
-         "dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))"),
+         "your softmax backward keeps only the diagonal of its Jacobian: every weight of a row "
+         "depends on every score of that row (Exercise 3.3)"),
+        (f(smb=lambda d, a: a * (d - np.sum(d * a, axis=-2, keepdims=True))),
+         "the sum in your softmax backward runs over axis=-2, the queries: the softmax normalises "
+         "each row over the keys, the last axis, so the sum runs over that axis"),
+        (f(wo_T=False),
+         "the gradient of the merged heads is dy times the TRANSPOSE of W_o (y = M W_o, so "
+         "dM = dy W_o^T): dy @ W_o has the right shape only because W_o is square"),
+        (f(dk_T=False),
+         "dK needs the transpose of dS: key s collects from column s of dS (every query that "
+         "looked at it), so dK = dS^T Q / sqrt(D), not dS Q / sqrt(D)"),
+        (f(split_dO=_reshape_split),
+         "the gradient of the merged heads is cut into heads by a reshape alone: "
+         "dM.reshape(B, H, T, D) mixes positions and heads. The backward of merge_heads is "
+         "split_heads (reshape to (B, T, H, D), then transpose)"),
         (f(split=_reshape_split, merge=_reshape_merge),
          "a reshape alone mixes positions and heads: the backward of merge_heads is split_heads "
          "(reshape to (B, T, H, D), then transpose), and the backward of split_heads is merge_heads"),
+        (f(dw="mean"),
+         "a weight gradient sums over the batch and the positions: do not divide by B * T (each "
+         "sequence and position adds its own contribution to the shared weight)"),
+        (f(dw="last"),
+         "the weight gradient comes from the last sequence of the batch only: W is shared by "
+         "every sequence, so add the contributions of all B sequences (a loop that overwrites "
+         "instead of adding?)"),
         (f(paths="v"), "x feeds Q, K and V: dx = dQ W_q^T + dK W_k^T + dV W_v^T, all three paths add "
                        "up (you kept only the value path)"),
         (f(paths="q"), "x feeds Q, K and V: dx = dQ W_q^T + dK W_k^T + dV W_v^T, all three paths add "
@@ -412,9 +483,21 @@ def _bwd_mistakes(args, i):
         (f(paths="qv"), "x feeds Q, K and V: dx = dQ W_q^T + dK W_k^T + dV W_v^T (the key path is "
                         "missing)"),
         (lambda: _backward(dy, x, W_q, W_k, W_v, W_o, A, H)[i].swapaxes(-1, -2),
-         "a weight gradient has the shape of its weight (in, out): dW = x^T dQ, summed over the "
-         "batch and the positions, not its transpose"),
-    ]
+         "dW_o is transposed: with M the merged heads, dW_o = M^T dy (rows: the entries of M, "
+         "columns: the entries of y), not dy^T M" if i == 4 else
+         f"{_BWD_NAMES[i]} is transposed: a weight gradient has the shape of its weight (in, out), "
+         f"x^T times the gradient of the projection's output, not its transpose"),
+    ] + _swap_mistakes(args, i)
+
+
+def _swap_mistakes(args, i):
+    """dW_q and dW_k exchanged (in the computation or in the return order)."""
+    if i not in (1, 2):
+        return []
+    other = 3 - i
+    return [(lambda: _backward(*args)[other],
+             f"your {_BWD_NAMES[i]} is the right {_BWD_NAMES[other]}: dW_q and dW_k are swapped "
+             f"(dW_q comes from dQ, dW_k from dK; check the return order too)")]
 
 
 def _check_bwd_case(fn, dy, x, W_q, W_k, W_v, W_o, A, H, rtol=1e-6, atol=1e-9):
