@@ -67,11 +67,8 @@ def _culprit(params, lr):
 
 def _groups(names):
     """Parameter name -> group for per-layer gradient norms: 'embed', 'block i', 'head'."""
-    out = {}
-    for n in names:
-        out[n] = ("embed" if n in ("tok_emb", "pos_emb") else
-                  f"block {n.split('.')[1]}" if n.startswith("blocks.") else "head")
-    return out
+    return {n: ("embed" if n in ("tok_emb", "pos_emb") else
+                f"block {n.split('.')[1]}" if n.startswith("blocks.") else "head") for n in names}
 
 
 @dataclass
@@ -215,10 +212,11 @@ class _Best:
                 model.params[k][...] = v
 
 
-def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience, until_val_acc):
+def _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, stop_rules):
     """Check the parameters, evaluate on train and val (splits: the two and the val groups), record,
-    keep the best parameters (and save them to `checkpoint`). -> True to stop early (patience, or
-    validation accuracy reached `until_val_acc`)."""
+    keep the best parameters (and save them to `checkpoint`). -> True to stop early (stop_rules:
+    patience, or a validation accuracy to reach)."""
+    patience, until_val_acc = stop_rules
     bad = io.describe_non_finite(model.params)
     if bad:     # the last update overflowed; found before evaluating, never checkpointed
         raise TrainingDiverged(f"after step {step - 1} (epoch {epoch}) parameter {bad}; "
@@ -254,14 +252,13 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
 
     schedule: callable step -> lr (course_lib.optim schedules), clip: max global gradient norm,
     patience: stop after this many epochs without a better validation accuracy, until_val_acc: stop
-    at the end of the first epoch whose validation accuracy reaches it (1.0: nothing left to learn
-    on validation), restore_best: end
-    with the parameters of the best epoch, snapshot_steps: steps at which to record attention
-    weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint: path that
-    receives the best model (and optimiser state) whenever validation improves, callback(step,
-    history): called after every step, val_groups: the groups of validation rows val_acc_per_op
-    reports (as evaluate's groups; None: the task's operations). Ctrl-C stops cleanly, keeping the
-    best model so far.
+    after the first epoch whose validation accuracy reaches it (1.0: nothing left to learn there),
+    restore_best: end with the parameters of the best epoch, snapshot_steps: steps at which to record
+    attention weights (on snapshot_tokens, default `Max(1,6,2)`) and token embeddings, checkpoint:
+    path that receives the best model (and optimiser state) whenever validation improves,
+    callback(step, history): called after every step, val_groups: the groups of validation rows
+    val_acc_per_op reports (as evaluate's groups; None: the task's operations). Ctrl-C stops
+    cleanly, keeping the best model so far.
     Parameters holding NaN or infinity are refused at the start (ValueError, naming them); a loss,
     gradient or parameter that becomes NaN or infinite raises TrainingDiverged naming the step and
     the first such parameter or gradient, before any checkpoint could store it.
@@ -274,8 +271,9 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     rng, groups, best, n = np.random.default_rng(seed), _groups(model.params), _Best(), len(train[0])
     hist = History(grad_norm_by_group={g: [] for g in dict.fromkeys(groups.values())})
     step, t0 = 0, time.perf_counter()
-    bar = tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress, unit="step", leave=False)
     with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress,
+                                       unit="step", leave=False))
         stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train[0].shape[1])))
         ctrl_c = stack.enter_context(_StopOnCtrlC())
         try:
@@ -294,8 +292,8 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                         callback(step, hist)
                     if ctrl_c.requested:
                         raise KeyboardInterrupt
-                stop = _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint, patience,
-                                     until_val_acc)
+                stop = _end_of_epoch(model, optimizer, hist, best, splits, epoch, step, checkpoint,
+                                     (patience, until_val_acc))
                 bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{hist.val_acc[-1]:.3f}")
                 if stop:
                     break
@@ -303,8 +301,6 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                 hist.snapshots.append(_snapshot(model, snapshot_tokens, step))
         except KeyboardInterrupt:
             hist.interrupted = True
-        finally:
-            bar.close()
     if restore_best:
         best.restore(model)
     hist.seconds = time.perf_counter() - t0
