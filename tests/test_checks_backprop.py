@@ -1,0 +1,348 @@
+"""Checkers of notebook 09 (backprop I): they pass the reference solutions and reject realistic
+learner bugs at the right stage, with a hint that names the bug."""
+import numpy as np
+import pytest
+
+import course_lib as cl
+
+# ---- the reference solutions: the code of the notebook's solution regions -------------------
+
+
+def mlp_forward(x, W1, b1, W2, b2):
+    z = x @ W1 + b1
+    h = np.maximum(z, 0.0)
+    out = h @ W2 + b2
+    return z, h, out
+
+
+def mlp_backward(dout, x, W1, W2, z, h):
+    dW2 = h.T @ dout
+    db2 = dout.sum(axis=0)
+    dh = dout @ W2.T
+    dz = dh * (z > 0)
+    dW1 = x.T @ dz
+    db1 = dz.sum(axis=0)
+    dx = dz @ W1.T
+    return dx, dW1, db1, dW2, db2
+
+
+def fork_backward(dy, x, W):
+    dx = dy @ W.T
+    dx = dx + dy * (x > 0)
+    dW = x.T @ dy
+    return dx, dW
+
+
+# ---- loop versions ---------------------------------------------------------------------------
+
+def mlp_forward_loops(x, W1, b1, W2, b2):
+    N, I = x.shape
+    F, O = W2.shape
+    z = np.zeros((N, F))
+    for n in range(N):
+        for f in range(F):
+            z[n, f] = b1[f] + sum(x[n, i] * W1[i, f] for i in range(I))
+    h = np.where(z > 0, z, 0.0)
+    out = np.zeros((N, O))
+    for n in range(N):
+        for o in range(O):
+            out[n, o] = b2[o] + sum(h[n, f] * W2[f, o] for f in range(F))
+    return z, h, out
+
+
+def mlp_backward_loops(dout, x, W1, W2, z, h):
+    N, I = x.shape
+    F, O = W2.shape
+    dx, dW1, db1 = np.zeros((N, I)), np.zeros((I, F)), np.zeros(F)
+    dW2, db2 = np.zeros((F, O)), np.zeros(O)
+    for n in range(N):
+        for o in range(O):
+            db2[o] += dout[n, o]
+            for f in range(F):
+                dW2[f, o] += h[n, f] * dout[n, o]
+        for f in range(F):
+            dz = sum(dout[n, o] * W2[f, o] for o in range(O)) if z[n, f] > 0 else 0.0
+            db1[f] += dz
+            for i in range(I):
+                dW1[i, f] += x[n, i] * dz
+                dx[n, i] += dz * W1[i, f]
+    return dx, dW1, db1, dW2, db2
+
+
+def fork_backward_loops(dy, x, W):
+    N, C = x.shape
+    dx, dW = np.zeros((N, C)), np.zeros((C, C))
+    for n in range(N):
+        for c in range(C):
+            dx[n, c] += dy[n, c] if x[n, c] > 0 else 0.0
+            for d in range(C):
+                dx[n, c] += dy[n, d] * W[c, d]
+                dW[c, d] += x[n, c] * dy[n, d]
+    return dx, dW
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def run(check, *fns, capsys):
+    result = check(*fns)
+    return result, capsys.readouterr().out
+
+
+def assert_passes(check, *fns, capsys):
+    result, out = run(check, *fns, capsys=capsys)
+    assert result.passed and result.done, out
+    assert out.startswith("✓ Exercise 9.") and "Traceback" not in out
+
+
+def assert_rejects(check, *fns, capsys, hint_part, stage=None):
+    result, out = run(check, *fns, capsys=capsys)
+    assert not result.passed and result.done, out
+    if stage is not None:
+        assert result.stage == stage, (result.stage, out)
+    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
+    assert out.startswith("✗ Exercise 9.") and "Traceback" not in out
+    return result
+
+
+def test_checkers_are_exported():
+    assert set(cl.checks.backprop.__all__) == {"check_two_layer_mlp", "check_fork_backward"}
+    assert cl.checks.check_two_layer_mlp is cl.checks.backprop.check_two_layer_mlp
+
+
+# ---- Exercise 9.2 ----------------------------------------------------------------------------
+
+check_mlp = cl.checks.check_two_layer_mlp
+
+
+def test_mlp_reference_and_loops_pass(capsys):
+    assert_passes(check_mlp, mlp_forward, mlp_backward, capsys=capsys)
+    assert_passes(check_mlp, mlp_forward_loops, mlp_backward_loops, capsys=capsys)
+
+
+def test_mlp_checker_knows_the_seed_numbers():
+    s = cl.checks.backprop.SEED
+    z, h, out = mlp_forward(s["x"], s["W1"], s["b1"], s["W2"], s["b2"])
+    np.testing.assert_allclose(z, [[1.3, -0.3]])
+    np.testing.assert_allclose(out, [[0.98]])
+    dx, dW1, db1, dW2, db2 = mlp_backward(out - s["target"], s["x"], s["W1"], s["W2"], z, h)
+    np.testing.assert_allclose(dW1, [[-0.624, 0], [-0.312, 0]])
+    np.testing.assert_allclose(dx, [[-0.156, -0.0624]])
+
+
+def _bwd(**change):
+    """mlp_backward with one step replaced."""
+    def backward(dout, x, W1, W2, z, h):
+        dW2 = change.get("dW2", lambda: h.T @ dout)()
+        db2 = change.get("db2", lambda: dout.sum(axis=0))()
+        dh = change.get("dh", lambda: dout @ W2.T)()
+        dz = change.get("dz", lambda dh: dh * (z > 0))(dh) if "dz" in change else dh * (z > 0)
+        dW1 = x.T @ dz
+        db1 = change["db1"](dz) if "db1" in change else dz.sum(axis=0)
+        dx = change["dx"](dz) if "dx" in change else dz @ W1.T
+        return dx, dW1, db1, dW2, db2
+    return backward
+
+
+def _mask_missing(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh
+    return dz @ W1.T, x.T @ dz, dz.sum(axis=0), h.T @ dout, dout.sum(axis=0)
+
+
+def _mask_of_gradient(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = np.maximum(dh, 0)          # relu applied to the gradient
+    return dz @ W1.T, x.T @ dz, dz.sum(axis=0), h.T @ dout, dout.sum(axis=0)
+
+
+def _mask_times_h(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh * h
+    return dz @ W1.T, x.T @ dz, dz.sum(axis=0), h.T @ dout, dout.sum(axis=0)
+
+
+def _w1_not_transposed(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh * (z > 0)
+    return dz @ W1, x.T @ dz, dz.sum(axis=0), h.T @ dout, dout.sum(axis=0)
+
+
+def _bias_not_summed(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh * (z > 0)
+    return dz @ W1.T, x.T @ dz, dz, h.T @ dout, dout
+
+
+def _bias_mean(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh * (z > 0)
+    return dz @ W1.T, x.T @ dz, dz.mean(axis=0), h.T @ dout, dout.mean(axis=0)
+
+
+def _dW1_transposed(dout, x, W1, W2, z, h):
+    dh = dout @ W2.T
+    dz = dh * (z > 0)
+    return dz @ W1.T, dz.T @ x, dz.sum(axis=0), h.T @ dout, dout.sum(axis=0)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_mask_missing, "mask is missing"),
+    (_mask_of_gradient, "wrong array"),
+    (_mask_times_h, "0/1 array"),
+    (_bias_not_summed, "sums over the batch axis"),
+    (_bias_mean, "SUM of dout"),
+])
+def test_mlp_backward_mistakes_named(wrong, hint, capsys):
+    assert_rejects(check_mlp, mlp_forward, wrong, capsys=capsys, hint_part=hint)
+
+
+def test_mlp_transposed_weights(capsys):
+    # distinct sizes: a transposed weight cannot even be multiplied; the hint lists the shapes
+    assert_rejects(check_mlp, mlp_forward, _w1_not_transposed, capsys=capsys,
+                   hint_part="dx = dz @ W1.T is", stage="backward: shapes (N = 5, I = 3, F = 4, O = 2)")
+    assert_rejects(check_mlp, mlp_forward, _dW1_transposed, capsys=capsys,
+                   hint_part="dW1 = x.T @ dz")
+
+
+def test_mlp_transposed_weights_by_value():
+    """On square sizes a transposed weight has the right shape: diagnose names it by value."""
+    from course_lib.checks import backprop as bp
+    rng = np.random.default_rng(0)
+    x, W1, b1, W2, b2, dout = bp._random_net(rng, 6, 4, 4, 4)
+    z, h, _ = bp._forward(x, W1, b1, W2, b2)
+    m = bp._backward_mistakes(dout, x, W1, W2, z, h)
+    dz = (dout @ W2.T) * (z > 0)
+    hints = [hint for wrong, hint in m["dx"]
+             if np.allclose(wrong(), dz @ W1)]
+    assert hints and "transposed" in hints[0]
+    dz_t = (dout @ W2) * (z > 0)
+    hints = [hint for wrong, hint in m["dx"] if np.allclose(wrong(), dz_t @ W1.T)]
+    assert hints and "W2 is transposed" in hints[0]
+
+
+def _fwd_no_relu(x, W1, b1, W2, b2):
+    z = x @ W1 + b1
+    return z, z, z @ W2 + b2
+
+
+def _fwd_no_bias(x, W1, b1, W2, b2):
+    z = x @ W1
+    h = np.maximum(z, 0)
+    return z, h, h @ W2 + b2
+
+
+def test_mlp_forward_mistakes(capsys):
+    assert_rejects(check_mlp, _fwd_no_relu, mlp_backward, capsys=capsys,
+                   hint_part="relu(z)", stage="forward: shapes")
+    assert_rejects(check_mlp, _fwd_no_bias, mlp_backward, capsys=capsys,
+                   hint_part="bias b1 is missing")
+
+
+def test_mlp_in_place_float32_odd_returns_and_stub(capsys):
+    def in_place(dout, x, W1, W2, z, h):
+        z *= (z > 0)                        # changes z in place
+        return mlp_backward(dout, x, W1, W2, z, h)
+
+    result, out = run(check_mlp, mlp_forward, in_place, capsys=capsys)
+    assert not result.passed and "`z` in place" in out
+
+    def f32(dout, x, W1, W2, z, h):
+        return tuple(g.astype(np.float32) for g in mlp_backward(dout, x, W1, W2, z, h))
+
+    result, out = run(check_mlp, mlp_forward, f32, capsys=capsys)
+    assert not result.passed and "float32" in out and "dtype" in out
+
+    for odd, text in ((lambda *a: None, "got NoneType"), (lambda *a: "dx", "got str"),
+                      (lambda *a: mlp_backward(*a)[:4], "of length 4")):
+        result, out = run(check_mlp, mlp_forward, odd, capsys=capsys)
+        assert not result.passed and text in out, out
+
+    def wrong_shape(*a):
+        dx, dW1, db1, dW2, db2 = mlp_backward(*a)
+        return dx, dW1, db1, dW2.T, db2
+
+    result, out = run(check_mlp, mlp_forward, wrong_shape, capsys=capsys)
+    assert not result.passed and "dW2 has shape" in out
+
+    def stub(*a):
+        raise NotImplementedError
+
+    result, out = run(check_mlp, mlp_forward, stub, capsys=capsys)
+    assert not result.done and "not done yet" in out
+    result, out = run(check_mlp, stub, stub, capsys=capsys)
+    assert not result.done and "not done yet" in out
+
+
+# ---- Exercise 9.3 ----------------------------------------------------------------------------
+
+check_fork = cl.checks.check_fork_backward
+
+
+def test_fork_reference_and_loops_pass(capsys):
+    assert_passes(check_fork, fork_backward, capsys=capsys)
+    assert_passes(check_fork, fork_backward_loops, capsys=capsys)
+
+    def one_line(dy, x, W):
+        return dy @ W.T + dy * (x > 0), x.T @ dy
+
+    assert_passes(check_fork, one_line, capsys=capsys)
+
+
+def _overwrite(dy, x, W):
+    dx = dy @ W.T
+    dx = dy * (x > 0)            # overwrites the first path
+    return dx, x.T @ dy
+
+
+def _linear_only(dy, x, W):
+    return dy @ W.T, x.T @ dy
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_overwrite, "ReLU path alone"),
+    (_linear_only, "path through x @ W alone"),
+    (lambda dy, x, W: (dy @ W + dy * (x > 0), x.T @ dy), "W is transposed"),
+    (lambda dy, x, W: (dy @ W.T + dy, x.T @ dy), "only where x > 0"),
+    (lambda dy, x, W: (dy @ W.T + np.maximum(dy, 0), x.T @ dy), "not from the gradient"),
+    (lambda dy, x, W: (dy @ W.T + dy * np.maximum(x, 0), x.T @ dy), "not by relu(x)"),
+    (lambda dy, x, W: (dy @ W.T + dy * (x > 0), dy.T @ x), "its transpose"),
+])
+def test_fork_mistakes_named(wrong, hint, capsys):
+    r = assert_rejects(check_fork, wrong, capsys=capsys, hint_part=hint)
+    assert r.stage in ("hand-checkable case: W = 2 I", "random cases")
+
+
+def test_fork_in_place_float32_odd_returns_and_stub(capsys):
+    def in_place(dy, x, W):
+        dy += dy * 0 + 0.0
+        x[x < 0] = 0                       # changes x in place
+        return fork_backward(dy, x, W)
+
+    result, out = run(check_fork, in_place, capsys=capsys)
+    assert not result.passed and "`x` in place" in out
+
+    def f32(dy, x, W):
+        return tuple(g.astype(np.float32) for g in fork_backward(dy, x, W))
+
+    result, out = run(check_fork, f32, capsys=capsys)
+    assert not result.passed and "float32" in out and "dtype" in out
+
+    for odd, text in ((lambda *a: None, "got NoneType"), (lambda *a: "dx", "got str"),
+                      (lambda *a: fork_backward(*a)[0], "got ndarray")):
+        result, out = run(check_fork, odd, capsys=capsys)
+        assert not result.passed and text in out, out
+
+    result, out = run(check_fork, lambda dy, x, W: (fork_backward(dy, x, W)[0].T, x.T @ dy),
+                      capsys=capsys)
+    assert not result.passed and "dx has shape" in out
+
+    def stub(dy, x, W):
+        raise NotImplementedError
+
+    result, out = run(check_fork, stub, capsys=capsys)
+    assert not result.done and "not done yet" in out
+
+
+def test_fork_forward_matches_the_notebook():
+    x, W = np.array([[1.0, -2.0]]), np.eye(2)
+    np.testing.assert_allclose(cl.checks.backprop.fork_forward(x, W), [[2.0, -2.0]])
