@@ -202,9 +202,53 @@ HAND = "hand-checkable case, eps = 4"
     (_forward_with(rstd_shape=lambda r: r), FWD_SHAPES, "rstd[:, 0]"),
     (_forward_with(var_fn=lambda x, m: (x ** 2).mean(axis=1, keepdims=True) - m ** 2),
      "edge cases: constant rows, tiny variance, an offset of 1e6", "mean(x**2) - mean**2"),
+    (_forward_with(rstd_fn=lambda v, e: 1 / np.sqrt(v + e ** 2)), HAND, "not var + eps**2"),
 ])
 def test_forward_rejects(fn, stage, hint, capsys):
     assert_rejects(FWD, fn, capsys, stage, hint)
+
+
+def _whole_array(keepdims):
+    def fn(x, gamma, beta, eps):
+        mean = x.mean(keepdims=keepdims)                    # one mean for the whole array
+        var = ((x - mean) ** 2).mean(keepdims=keepdims)
+        rstd = 1 / np.sqrt(var + eps)
+        xhat = (x - mean) * rstd
+        return gamma * xhat + beta, xhat, rstd[:, 0] if keepdims else rstd
+    return fn
+
+
+def _whole_array_broadcast(x, gamma, beta, eps):
+    """The whole-array statistics, with rstd spread to the right shape (N,)."""
+    y, xhat, rstd = _whole_array(False)(x, gamma, beta, eps)
+    return y, xhat, np.full(x.shape[0], rstd)
+
+
+@pytest.mark.parametrize("fn, stage", [(_whole_array(False), FWD_SHAPES),
+                                       (_whole_array(True), FWD_SHAPES),
+                                       (_whole_array_broadcast, HAND)])
+def test_forward_whole_array_statistics(fn, stage, capsys):
+    assert_rejects(FWD, fn, capsys, stage, "each row (token) gets its own mean")
+
+
+def test_forward_xhat_and_rstd_swapped(capsys):
+    def swapped(x, gamma, beta, eps):
+        y, xhat, rstd = layernorm_forward(x, gamma, beta, eps)
+        return y, rstd, xhat
+
+    r = assert_rejects(FWD, swapped, capsys, FWD_SHAPES, "return y, xhat, rstd")
+    assert "swapped" in r.message
+
+
+def test_forward_default_hint_gives_the_structure_not_the_code(capsys):
+    def odd(x, gamma, beta, eps):                           # wrong in no named way
+        y, xhat, rstd = layernorm_forward(x, gamma, beta, eps)
+        return y, xhat, 1.01 * rstd
+
+    r = assert_rejects(FWD, odd, capsys, HAND, "biased variance")
+    assert "eps inside the square root" in r.hint
+    for code in ("x.mean(", "np.sqrt", "(x - mean) * rstd", "gamma * xhat + beta"):
+        assert code not in r.hint, code
 
 
 def test_forward_wrong_axis_on_square_input_is_named():
@@ -265,6 +309,19 @@ BH = "hand-checkable case"
     (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C:
                     r / C * (C * dy - dy.sum(1, keepdims=True) - xh * (dy * xh).sum(1, keepdims=True))),
      BH, "g = dy * gamma"),
+    (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C:
+                    r / C * (C * g - dy.sum(1, keepdims=True) - xh * (dy * xh).sum(1, keepdims=True))),
+     BH, "only in the first term"),
+    (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C:
+                    r / C * (C * g - sg - xh * (dy * xh).sum(1, keepdims=True))),
+     BH, "missing from the variance's sum"),
+    (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C: r / C * (C * g - sg - 2 * xh * sgx)), BH,
+     "the 1/2 in dvar"),
+    (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C:
+                    r / C * (C * g - g.mean(1, keepdims=True) - xh * (g * xh).mean(1, keepdims=True))),
+     BH, "divided by C twice"),
+    (_backward_with(lambda dy, xh, r, gm, g, sg, sgx, C: r / C * (C * g - C * sg - xh * sgx)), BH,
+     "dmean / C"),
 ])
 def test_backward_dx_rejects(fn, stage, hint, capsys):
     r = assert_rejects(BWD, fn, capsys, stage, hint)
@@ -305,6 +362,38 @@ def test_backward_without_keepdims_names_broadcasting(capsys):
 
     r = assert_rejects(BWD, no_keepdims, capsys, BWD_SHAPES, "keepdims=True")
     assert "ValueError" in r.message
+
+
+def backward_loops_with(dvar_factor=-0.5, dmu_over_c=True):
+    """The unsimplified chain rule of backward_loops, with one step of it done wrong."""
+    def fn(dy, xhat, rstd, gamma):
+        N, C = dy.shape
+        dx = np.zeros((N, C))
+        for n in range(N):
+            d = xhat[n] / rstd[n]
+            dxhat = dy[n] * gamma
+            dvar = np.sum(dxhat * d) * dvar_factor * rstd[n] ** 3
+            dmu = -np.sum(dxhat) * rstd[n]
+            dx[n] = dxhat * rstd[n] + dvar * 2 * d / C + (dmu / C if dmu_over_c else dmu)
+        return dx, (dy * xhat).sum(0), dy.sum(0)
+    return fn
+
+
+@pytest.mark.parametrize("fn, hint", [(backward_loops_with(dvar_factor=-1.0), "the 1/2 in dvar"),
+                                      (backward_loops_with(dmu_over_c=False), "dmean / C")])
+def test_backward_chain_rule_slips_are_named(fn, hint, capsys):
+    assert_rejects(BWD, fn, capsys, BH, hint)
+
+
+def test_backward_default_hint_gives_the_structure_not_the_code(capsys):
+    def odd(dy, xhat, rstd, gamma):                         # wrong in no named way
+        dx, dgamma, dbeta = layernorm_backward(dy, xhat, rstd, gamma)
+        return 1.01 * dx, dgamma, dbeta
+
+    r = assert_rejects(BWD, odd, capsys, BH, "three terms")
+    assert "sums over each row" in r.hint and "gamma is inside the sums" in r.hint
+    for code in ("sum(g * xhat)", "C * g", "rstd / C *", "dx ="):
+        assert code not in r.hint, code
 
 
 def test_backward_wrong_dx_shape(capsys):

@@ -12,11 +12,15 @@ The signatures are those of course_lib's kernels (course_lib/kernels/layernorm.p
 
 Expected values come from float64 formulas written here, never from the learner's function.
 When a result is wrong, the usual mistakes are computed as well and the one the result
-reproduces is named: eps outside the square root, the unbiased variance (ddof=1), the mean or
-variance over the wrong axis, the variance as mean(x^2) - mean^2 (which loses digits at a
-large offset), a backward without the mean term or the variance term, gamma applied after the
-sums, and the backward of the C-Transformer document (gamma misplaced and the variance term
-missing its factor rstd^2, from writing x - mean where xhat belongs).
+reproduces is named: eps outside the square root or squared, the unbiased variance (ddof=1),
+the mean or variance over the wrong axis or over the whole array, the variance as
+mean(x^2) - mean^2 (which loses digits at a large offset), xhat and rstd returned in the wrong
+order; a backward without the mean term or the variance term, gamma applied after the sums,
+only on the first term or missing from the variance's sum, the 1/2 of dvar lost, means in
+place of the row sums, dmean not divided by C, and the backward of the C-Transformer document
+(gamma misplaced and the variance term missing its factor rstd^2, from writing x - mean where
+xhat belongs). The default hints, for a result that matches none of them, describe the
+structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
@@ -97,9 +101,10 @@ def _triple(result, names, what):
 # Exercise 5.1: LayerNorm forward
 # ----------------------------------------------------------------------------------------
 
-_FORWARD_HINT = ("per row: mean = x.mean(axis=1, keepdims=True), var = ((x - mean)**2).mean(axis=1, "
-                 "keepdims=True), rstd = 1 / sqrt(var + eps), xhat = (x - mean) * rstd, "
-                 "y = gamma * xhat + beta")
+_FORWARD_HINT = ("go through the definition in order, one row at a time (statistics over axis=1, "
+                 "kept as (N, 1) columns): the row's mean, its biased variance, rstd from the "
+                 "variance with eps inside the square root, xhat from the centred row, then the "
+                 "scale gamma and the shift beta")
 _EPS_OUTSIDE = ("eps belongs inside the square root: rstd = 1 / np.sqrt(var + eps), not "
                 "1 / (np.sqrt(var) + eps)")
 _EPS_MISSING = "eps is missing: rstd = 1 / np.sqrt(var + eps)"
@@ -111,6 +116,11 @@ _NO_SQRT = "rstd is one over the square ROOT: 1 / np.sqrt(var + eps), not 1 / (v
 _NOT_RECIPROCAL = ("rstd is the reciprocal standard deviation, 1 / np.sqrt(var + eps); you return "
                    "np.sqrt(var + eps) itself")
 _NO_CENTRE = "subtract the row's mean before scaling: xhat = (x - mean) * rstd"
+_WHOLE_ARRAY = ("the statistics are per row: each row (token) gets its own mean and variance "
+                "(axis=1, keepdims=True); without an axis, mean and var run over the whole array")
+_EPS_SQUARED = ("eps is added to the variance as it is: rstd = 1 / np.sqrt(var + eps), not "
+                "var + eps**2 (eps is not a standard deviation)")
+_ORDER = "the three results go in the order of the signature: return y, xhat, rstd"
 _ONE_PASS = ("compute the variance as the mean of (x - mean)**2 (two passes), not as "
              "mean(x**2) - mean**2: at an offset of 1e6 the subtraction of two numbers near 1e12 "
              "loses the digits of a variance near 1")
@@ -138,6 +148,10 @@ def _variants(x, eps):
     m0 = x.mean(0, keepdims=True)
     v0 = ((x - m0) ** 2).mean(0, keepdims=True)
     add(lambda: (x - m0) / np.sqrt(v0 + eps), lambda: 1 / np.sqrt(v0[0] + eps), _WRONG_AXIS)
+    add(lambda: d / np.sqrt(var + eps ** 2), lambda: 1 / np.sqrt(var[:, 0] + eps ** 2), _EPS_SQUARED)
+    m_all, v_all = x.mean(), x.var()
+    add(lambda: (x - m_all) / np.sqrt(v_all + eps),
+        lambda: np.full(x.shape[0], 1 / np.sqrt(v_all + eps)), _WHOLE_ARRAY)
     v_one = (x ** 2).mean(1, keepdims=True) - mu ** 2
     add(lambda: d / np.sqrt(v_one + eps), lambda: 1 / np.sqrt(v_one[:, 0] + eps), _ONE_PASS)
     return out
@@ -167,10 +181,19 @@ def _check_forward_case(fn, x, gamma, beta, eps, values=True):
                                           "1 / np.sqrt(0 + eps)")
     diagnose(rstd, want_rstd, [(r, h) for _, r, h in variants], _FORWARD_HINT, what="rstd")
     diagnose(xhat, want_xhat, [(xh, h) for xh, _, h in variants], _FORWARD_HINT, what="xhat")
-    diagnose(y, want_y, _y_mistakes(want_xhat, gamma, beta), _FORWARD_HINT, what="y")
+    y_mistakes = _y_mistakes(want_xhat, gamma, beta)
+    if N == C:      # the swap cannot show in the shapes: (y, rstd, xhat) on a square input
+        y_mistakes.append((lambda: want_xhat, _ORDER))
+    diagnose(y, want_y, y_mistakes, _FORWARD_HINT, what="y")
 
 
 def _expect_forward_shapes(y, xhat, rstd, N, C):
+    if xhat.shape == (N,) and rstd.shape == (N, C) and N != C:
+        raise CheckFailed(f"the second result has shape {xhat.shape} and the third {rstd.shape}: "
+                          f"xhat and rstd are swapped", hint=_ORDER)
+    if rstd.shape in ((), (1,), (1, 1)) and N > 1:
+        raise CheckFailed(f"rstd has shape {rstd.shape}, one number for the whole array; expected "
+                          f"(N,) = {(N,)}", hint=_WHOLE_ARRAY)
     if rstd.shape == (C,) and N != C:
         raise CheckFailed(f"rstd has shape {rstd.shape}, one number per column; expected (N,) = {(N,)}",
                           hint=_WRONG_AXIS)
@@ -211,9 +234,11 @@ def check_layernorm_forward(fn):
 # Exercise 5.3: LayerNorm backward (Exercise 5.2 derives it)
 # ----------------------------------------------------------------------------------------
 
-_BACKWARD_HINT = ("with g = dy * gamma: dx = rstd / C * (C * g - sum(g) - xhat * sum(g * xhat)), "
-                  "sums over each row (axis=1, keepdims=True), rstd as a column rstd[:, None]; "
-                  "dgamma = sum over rows of dy * xhat, dbeta = sum over rows of dy")
+_BACKWARD_HINT = ("compare your dx with your derivation of Exercise 5.2, term by term: three terms, "
+                  "one per path (direct, through the mean, through the variance), under one common "
+                  "factor; the mean's and the variance's terms are sums over each row (axis=1, "
+                  "keepdims=True), gamma is inside the sums (it multiplies dy before any sum), and "
+                  "rstd is one number per row, a column rstd[:, None]")
 _C_TRANSFORMER = ("this is the backward of the C-Transformer document, which is wrong twice: gamma "
                   "multiplies the result instead of dy before the sums (use g = dy * gamma inside), and "
                   "the variance term is missing a factor rstd**2 (with x - mean in place of xhat, "
@@ -227,14 +252,26 @@ _NO_MEAN = ("the path through the mean is missing: every x_j moves the mean, whi
             "it contributes the term - sum(g) inside the brackets")
 _NO_VAR = ("the path through the variance is missing: every x_j moves the variance and so rstd; "
            "it contributes the term - xhat * sum(g * xhat) inside the brackets")
-_DIRECT_ONLY = ("dx = rstd * g is only the direct path: the mean and the variance depend on x too, "
-                "giving the terms - sum(g) and - xhat * sum(g * xhat)")
-_NO_INV_C = "the brackets are divided by C: dx = rstd / C * (C * g - sum(g) - xhat * sum(g * xhat))"
-_NO_RSTD = "the whole bracket is multiplied by rstd: dx = rstd / C * (...)"
+_DIRECT_ONLY = ("dx = rstd * g is only the direct path: the mean and the variance depend on every "
+                "x_j too, and each of the two adds a term (Exercise 5.2, steps 2 and 3)")
+_NO_INV_C = ("the brackets are divided by C: the common factor is rstd / C (dmean and the variance "
+             "carry a 1/C from their definitions)")
+_NO_RSTD = "the whole bracket is multiplied by rstd: the common factor is rstd / C"
 _SUM_AXIS0 = ("the sums of the dx formula run over each row (the C features of one token, axis=1), "
               "not over the rows (axis=0): LayerNorm couples the features of one row, not the rows")
 _RSTD_COLUMNS = "rstd (N,) holds one number per row: use rstd[:, None], an (N, 1) column"
-_SIGN = "a sign is flipped: dx = rstd / C * (C * g - sum(g) - xhat * sum(g * xhat))"
+_SIGN = ("a sign is flipped: the direct term C * g comes with +, and the mean's and the "
+         "variance's terms are both subtracted from it")
+_GAMMA_FIRST_ONLY = ("gamma is only in the first term: the sums need it too, they add up g = dy * gamma "
+                     "(the gradient reaching xhat), not dy")
+_GAMMA_NOT_IN_VAR = ("gamma is missing from the variance's sum: it adds up g * xhat with g = dy * gamma, "
+                     "not dy * xhat")
+_HALF_LOST = ("the variance's term is twice too large: d(rstd)/d(var) = -1/2 rstd**3, and that 1/2 "
+              "cancels the 2 of d(var)/dx_i = 2 (x_i - mean) / C; check the 1/2 in dvar")
+_MEAN_AND_C = ("the sums are divided by C twice: inside the brackets they are sums over the row "
+               "(the common factor rstd / C already divides by C), not means")
+_DMU_NO_C = ("the mean's path is C times too large: dmean reaches x_i through d(mean)/dx_i = 1/C, "
+             "so it contributes dmean / C")
 
 
 def _dx_mistakes(dy, xhat, rstd, gamma):
@@ -248,6 +285,11 @@ def _dx_mistakes(dy, xhat, rstd, gamma):
         (lambda: r / C * (C * dy - sd - xhat * sdx) * gamma, _GAMMA_OUTSIDE),
         (lambda: r / C * (C * g - sg - xhat * sgx / r ** 2), _FACTOR_DROPPED),
         (lambda: r / C * (C * dy - sd - xhat * sdx), _NO_GAMMA),
+        (lambda: r / C * (C * g - sd - xhat * sdx), _GAMMA_FIRST_ONLY),
+        (lambda: r / C * (C * g - sg - xhat * sdx), _GAMMA_NOT_IN_VAR),
+        (lambda: r / C * (C * g - sg - 2 * xhat * sgx), _HALF_LOST),
+        (lambda: r / C * (C * g - sg / C - xhat * sgx / C), _MEAN_AND_C),
+        (lambda: r / C * (C * g - C * sg - xhat * sgx), _DMU_NO_C),
         (lambda: r * g, _DIRECT_ONLY),
         (lambda: r / C * (C * g - xhat * sgx), _NO_MEAN),
         (lambda: r / C * (C * g - sg), _NO_VAR),
