@@ -92,11 +92,21 @@ def block_forward_dict(x, attn, ffn, ln1, ln2, norm):
     return steps[norm](first[norm](x))
 
 
+def check_gelu_forward(fn):
+    """Exercise 6.5's checker with the learner's forward under test and the reference backward."""
+    return cl.checks.check_gelu(fn, gelu_backward)
+
+
+def check_gelu_backward(fn):
+    """Exercise 6.5's checker with the reference forward and the learner's backward under test."""
+    return cl.checks.check_gelu(gelu_forward, fn)
+
+
 CHECKERS = [
     (cl.checks.check_linear_backward, linear_backward),
     (cl.checks.check_relu_backward, relu_backward),
-    (cl.checks.check_gelu_forward, gelu_forward),
-    (cl.checks.check_gelu_backward, gelu_backward),
+    (check_gelu_forward, gelu_forward),
+    (check_gelu_backward, gelu_backward),
     (cl.checks.check_block_forward, block_forward),
 ]
 
@@ -128,10 +138,10 @@ def assert_rejects(check, fn, capsys, stage, hint_part):
     (cl.checks.check_linear_backward, linear_backward_loops),
     (cl.checks.check_relu_backward, relu_backward_loops),
     (cl.checks.check_relu_backward, cl.kernels.numpy_ref.relu_backward),
-    (cl.checks.check_gelu_forward, gelu_forward_math),
-    (cl.checks.check_gelu_forward, cl.kernels.numpy_ref.gelu_forward),
-    (cl.checks.check_gelu_backward, gelu_backward_sigmoid),
-    (cl.checks.check_gelu_backward, cl.kernels.numpy_ref.gelu_backward),
+    (check_gelu_forward, gelu_forward_math),
+    (check_gelu_forward, cl.kernels.numpy_ref.gelu_forward),
+    (check_gelu_backward, gelu_backward_sigmoid),
+    (check_gelu_backward, cl.kernels.numpy_ref.gelu_backward),
     (cl.checks.check_linear_backward, lambda dy, x, W: cl.kernels.numpy_ref.linear_backward(dy, x, W, True)),
     (cl.checks.check_block_forward, block_forward_dict),
 ])
@@ -207,55 +217,64 @@ def test_relu_backward_rejects(wrong, stage, hint, capsys):
     assert_rejects(cl.checks.check_relu_backward, wrong, capsys, stage, hint)
 
 
-# ---- Exercise 6.4: GELU forward ------------------------------------------------------------
+# ---- Exercise 6.5: GELU forward and backward, one checker ------------------------------------
+
+FWD_MODERATE = "GELU forward: moderate h, where the constants matter"
 
 def _gelu_with(a=math.sqrt(2 / math.pi), b=0.044715):
     return lambda h: 0.5 * h * (1 + np.tanh(a * (h + b * h ** 3)))
 
 
 @pytest.mark.parametrize("wrong, stage, hint", [
-    (_gelu_with(b=0.0447), "moderate h, where the constants matter", "not 0.0447"),
-    (_gelu_with(a=math.sqrt(math.pi / 2)), "moderate h, where the constants matter", "not sqrt(pi/2)"),
-    (_gelu_with(a=2 / math.pi), "moderate h, where the constants matter", "not 2/pi"),
+    (_gelu_with(b=0.0447), FWD_MODERATE, "not 0.0447"),
+    (_gelu_with(a=math.sqrt(math.pi / 2)), FWD_MODERATE, "not sqrt(pi/2)"),
+    (_gelu_with(a=2 / math.pi), FWD_MODERATE, "not 2/pi"),
+    (_gelu_with(a=0.7979), FWD_MODERATE, "rounded to 0.7979"),
+    (_gelu_with(a=1.0), FWD_MODERATE, "sqrt(2/pi) is missing inside tanh"),
     (lambda h: h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
-     "hand-checkable case: h = 0 and large |h|", "0.5 is missing"),
+     "GELU forward: h = 0 and large |h|", "0.5 is missing"),
     (lambda h: 0.5 * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
-     "hand-checkable case: h = 0 and large |h|", "multiply by h"),
+     "GELU forward: h = 0 and large |h|", "multiply by h"),
     (lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 2))),
-     "hand-checkable case: h = 0 and large |h|", "not h**2"),
+     "GELU forward: h = 0 and large |h|", "not h**2"),
     (lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * h + 0.044715 * h ** 3)),
-     "moderate h, where the constants matter", "not h alone"),
-    (lambda h: checks_ff._gelu_exact(np.asarray(h, dtype=float)), "moderate h, where the constants matter",
+     FWD_MODERATE, "not h alone"),
+    (lambda h: checks_ff._gelu_exact(np.asarray(h, dtype=float)), FWD_MODERATE,
      "exact GELU"),
 ])
 def test_gelu_forward_rejects(wrong, stage, hint, capsys):
-    assert_rejects(cl.checks.check_gelu_forward, wrong, capsys, stage, hint)
+    assert_rejects(check_gelu_forward, wrong, capsys, stage, hint)
 
 
-# ---- Exercise 6.6: GELU backward -----------------------------------------------------------
+# ---- Exercise 6.5, second part: GELU backward -------------------------------------------------
 
 def _gelu_back_with(**kw):
     return lambda dy, h: dy * checks_ff._gelu_grad(np.asarray(h, dtype=float), **kw)
 
 
-MODERATE = "moderate h, where every term matters"
+MODERATE = "GELU backward: moderate h, where every term matters"
 
 
 @pytest.mark.parametrize("wrong, stage, hint", [
     (_gelu_back_with(second=False), MODERATE, "product rule has two terms"),
-    (_gelu_back_with(first=False), "hand-checkable case: h = 0 and h = 10", "add 0.5 (1 + t)"),
+    (_gelu_back_with(first=False), "GELU backward: h = 0 and h = 10", "add 0.5 (1 + t)"),
     (_gelu_back_with(du_cubic=1.0), MODERATE, "derivative of h^3 is 3 h^2"),
     (_gelu_back_with(du_cubic=0.0), MODERATE, "differentiate the cubic term too"),
     (_gelu_back_with(sech2=lambda t: 1 - t), MODERATE, "not 1 - tanh(u)"),
     (_gelu_back_with(half2=1.0), MODERATE, "keeps the 0.5"),
     (_gelu_back_with(b=0.0447), MODERATE, "not 0.0447"),
     (_gelu_back_with(a=math.sqrt(math.pi / 2)), MODERATE, "not sqrt(pi/2)"),
-    (lambda dy, h: checks_ff._gelu_grad(np.asarray(h, dtype=float)), "hand-checkable case: h = 0 and h = 10",
+    (_gelu_back_with(a=0.7979), MODERATE, "rounded to 0.7979"),
+    (_gelu_back_with(a=1.0), MODERATE, "sqrt(2/pi) is missing inside tanh"),
+    (_gelu_back_with(a_du=1.0), MODERATE, "u'(h) keeps the factor sqrt(2/pi)"),
+    (lambda dy, h: dy * checks_ff._gelu_exact_grad(np.asarray(h, dtype=float)), MODERATE,
+     "derivative of the exact GELU"),
+    (lambda dy, h: checks_ff._gelu_grad(np.asarray(h, dtype=float)), "GELU backward: h = 0 and h = 10",
      "multiply the local derivative by the upstream gradient"),
-    (lambda dy, h: dy * gelu_forward(h), "hand-checkable case: h = 0 and h = 10", "needs its derivative"),
+    (lambda dy, h: dy * gelu_forward(h), "GELU backward: h = 0 and h = 10", "needs its derivative"),
 ])
 def test_gelu_backward_rejects(wrong, stage, hint, capsys):
-    assert_rejects(cl.checks.check_gelu_backward, wrong, capsys, stage, hint)
+    assert_rejects(check_gelu_backward, wrong, capsys, stage, hint)
 
 
 def test_gelu_reference_matches_kernels():
@@ -266,7 +285,7 @@ def test_gelu_reference_matches_kernels():
                                atol=1e-14)
 
 
-# ---- Exercise 6.7: one block ---------------------------------------------------------------
+# ---- Exercise 6.6: one block ---------------------------------------------------------------
 
 def _swapped(x, attn, ffn, ln1, ln2, norm):
     return block_forward(x, attn, ffn, ln1, ln2, "pre" if norm == "post" else "post")
@@ -313,6 +332,32 @@ def _lns_swapped(x, attn, ffn, ln1, ln2, norm):
     return block_forward(x, attn, ffn, ln2, ln1, norm)
 
 
+def _ffn_first(x, attn, ffn, ln1, ln2, norm):
+    return block_forward(x, ffn, attn, ln1, ln2, norm)
+
+
+def _ffn_first_with_lns(x, attn, ffn, ln1, ln2, norm):
+    return block_forward(x, ffn, attn, ln2, ln1, norm)
+
+
+def _parallel(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        a = ln1(x + attn(x))
+        return ln2(a + ffn(x))
+    return x + attn(ln1(x)) + ffn(ln2(x))
+
+
+def _parallel_pre(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        return block_forward(x, attn, ffn, ln1, ln2, norm)
+    return _parallel(x, attn, ffn, ln1, ln2, norm)
+
+
+def _attn_lost(x, attn, ffn, ln1, ln2, norm):
+    y = ln1(x + attn(x)) if norm == "post" else x + attn(ln1(x))  # noqa: F841  computed, then forgotten
+    return ln2(x + ffn(x)) if norm == "post" else x + ffn(ln2(x))
+
+
 @pytest.mark.parametrize("wrong, stage, hint", [
     (_swapped, "post-LN", "you computed the pre-LN block for norm='post'"),
     (_always_post, "pre-LN", "you computed the post-LN block for norm='pre'"),
@@ -322,6 +367,11 @@ def _lns_swapped(x, attn, ffn, ln1, ln2, norm):
     (_pre_skip_normalised, "pre-LN", "the skip path carries x itself"),
     (_post_norm_outside, "post-LN", "normalises the SUM"),
     (_lns_swapped, "post-LN", "LN1 belongs to the attention"),
+    (_ffn_first, "post-LN", "attention comes first"),
+    (_ffn_first_with_lns, "post-LN", "attention comes first"),
+    (_parallel, "post-LN", "both read the block's input x"),
+    (_parallel_pre, "pre-LN", "both read the block's input x"),
+    (_attn_lost, "post-LN", "the attention line's result is lost"),
     (lambda x, attn, ffn, ln1, ln2, norm: x.copy(), "post-LN", "returned its input"),
 ])
 def test_block_forward_rejects(wrong, stage, hint, capsys):
@@ -390,8 +440,8 @@ def _block_in_place(x, attn, ffn, ln1, ln2, norm):
 @pytest.mark.parametrize("check, fn, name, stage", [
     (cl.checks.check_linear_backward, _linear_in_place, "dy", FIRST),
     (cl.checks.check_relu_backward, _relu_in_place, "h", "shapes"),
-    (cl.checks.check_gelu_forward, _gelu_in_place, "h", "shapes"),
-    (cl.checks.check_gelu_backward, _gelu_back_in_place, "dy", "shapes"),
+    (check_gelu_forward, _gelu_in_place, "h", "GELU forward: shapes"),
+    (check_gelu_backward, _gelu_back_in_place, "dy", "GELU backward: shapes"),
     (cl.checks.check_block_forward, _block_in_place, "x", "shapes"),
 ])
 def test_input_changed_in_place_is_rejected(check, fn, name, stage, capsys):
@@ -408,6 +458,18 @@ def _f32(fn):
         return tuple(r.astype(np.float32) for r in result) if isinstance(result, tuple) else \
             np.asarray(result).astype(np.float32)
     return wrapped
+
+
+@pytest.mark.parametrize("check, fn", CHECKERS)
+def test_float64_computation_cast_to_float32_is_named(check, fn, capsys):
+    """Right in float64, then .astype(np.float32) on the way out: the float64 stages catch it."""
+    def cast(*args):
+        result = fn(*args)
+        return tuple(np.asarray(r).astype(np.float32) for r in result) if isinstance(result, tuple) else \
+            np.asarray(result).astype(np.float32)
+    result, out = run(check, cast, capsys)
+    assert not result.passed and result.done, out
+    assert "float32" in result.message and "dtype problem" in result.hint, out
 
 
 @pytest.mark.parametrize("check, fn", CHECKERS)
@@ -437,6 +499,46 @@ def test_odd_return_values(check, fn, odd, words, capsys):
 def test_not_callable(capsys):
     result, out = run(cl.checks.check_linear_backward, 3, capsys)
     assert not result.passed and "pass your function itself" in out
+
+
+def test_gelu_checker_needs_both_functions(capsys):
+    result = cl.checks.check_gelu(gelu_forward, None)
+    out = capsys.readouterr().out
+    assert not result.passed and "pass both functions" in out and out.startswith("✗ Exercise 6.5")
+
+
+def test_gelu_checker_reports_each_function(capsys):
+    """A right forward and a stub backward: the forward's stages pass, then 'not done'."""
+    def stub(dy, h):
+        raise NotImplementedError
+
+    result = cl.checks.check_gelu(gelu_forward, stub)
+    out = capsys.readouterr().out
+    assert not result.done and "not done yet" in out
+
+
+def test_labels_match_the_notebook():
+    """Each checker's label is the number of its exercise heading in notebook 06."""
+    import json
+    import pathlib
+    import re
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "06_feed_forward_and_block.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    headings = {}
+    current = None
+    for cell in cells:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            m = re.search(r"^### (Exercise 6\.\d+):", text, re.M)
+            current = m[1] if m else current
+        else:
+            for name in re.findall(r"cl\.checks\.(check_\w+)\(", text):
+                headings[name] = current
+    import inspect
+    for name, label in headings.items():
+        src = inspect.getsource(getattr(checks_ff, name))
+        assert f'@checker("{label}"' in src, (name, label)
 
 
 def test_every_checker_is_exported():

@@ -1,6 +1,7 @@
 """Fuzz tests (Hypothesis, a dev-only dependency): bad input ends in the module's own error or a
 correct result, never another exception."""
 import contextlib
+import inspect
 import io as _io
 import os
 
@@ -126,8 +127,10 @@ values = st.recursive(
 @example(value=([None, []], [None, []], [None, []]))
 def test_fuzz_checker_never_raises(name, value):
     check = getattr(checks, name)
+    params = inspect.signature(check).parameters.values()   # some take two functions (forward, backward)
+    n_functions = sum(p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
     with contextlib.redirect_stdout(_io.StringIO()):
-        result = check(lambda *args, **kwargs: value)
+        result = check(*[lambda *args, **kwargs: value] * n_functions)
     assert isinstance(result, checks.Result) and not result.passed
 
 

@@ -2,11 +2,10 @@
 
     cl.checks.check_linear_backward(linear_backward)   # Exercise 6.2: (dx, dW, db)
     cl.checks.check_relu_backward(relu_backward)       # Exercise 6.3: dh
-    cl.checks.check_gelu_forward(gelu_forward)         # Exercise 6.4: y
-    cl.checks.check_gelu_backward(gelu_backward)       # Exercise 6.6: dh
-    cl.checks.check_block_forward(block_forward)       # Exercise 6.7: one block, post- or pre-LN
+    cl.checks.check_gelu(gelu_forward, gelu_backward)  # Exercise 6.5: y, then dh
+    cl.checks.check_block_forward(block_forward)       # Exercise 6.6: one block, post- or pre-LN
 
-(Exercises 6.1 and 6.5 derive the linear layer's backward and the GELU derivative on paper:
+(Exercises 6.1 and 6.4 derive the linear layer's backward and the GELU derivative on paper:
 no checker.)
 
 Expected values come from NumPy formulas written here in float64, never from the learner's
@@ -23,8 +22,7 @@ import numpy as np
 
 from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
 
-__all__ = ["check_linear_backward", "check_relu_backward", "check_gelu_forward",
-           "check_gelu_backward", "check_block_forward"]
+__all__ = ["check_linear_backward", "check_relu_backward", "check_gelu", "check_block_forward"]
 
 GELU_A = math.sqrt(2.0 / math.pi)
 GELU_B = 0.044715
@@ -123,7 +121,9 @@ def _square_probe(fn):
     return None
 
 
-def _check_linear_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
+def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
+    """float64 inputs: rtol 1e-10, far below float32's rounding, so a result cast to float32 fails
+    (and core names the dtype); float32 inputs get their own, looser tolerance."""
     N, I, O = x.shape[0], x.shape[1], W.shape[1]
     dx, dW, db = _tuple(_run(fn, dy, x, W, hint=_shape_hint(dy, x, W)), ["dx", "dW", "db"],
                         "linear_backward(dy, x, W)")
@@ -241,13 +241,17 @@ def check_relu_backward(fn):
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 6.4: GELU forward (tanh approximation)
+# Exercise 6.5: GELU forward (tanh approximation) and backward, one checker
 # ----------------------------------------------------------------------------------------
 
 _GELU_HINT = "y = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))"
 _CONST_B_HINT = ("the constant is 0.044715 (six decimals), not 0.0447: the difference is small but it shows "
                  "at |h| of 1 to 3, and the model was trained with 0.044715")
 _CONST_A_HINT = "the factor in front is sqrt(2/pi) = 0.7979, not sqrt(pi/2) = 1.2533: np.sqrt(2 / np.pi)"
+_ROUNDED_A_HINT = ("you used sqrt(2/pi) rounded to 0.7979; the rounding shows at the checker's tolerance: "
+                   "compute it as np.sqrt(2 / np.pi)")
+_NO_A_HINT = ("the factor sqrt(2/pi) is missing inside tanh: u = sqrt(2/pi) * (h + 0.044715 h^3), "
+              "not h + 0.044715 h^3")
 
 
 def _gelu(h, a=GELU_A, b=GELU_B):
@@ -263,6 +267,8 @@ def _gelu_mistakes(h):
     return [
         (lambda: _gelu(h, b=0.0447), _CONST_B_HINT),
         (lambda: _gelu(h, a=math.sqrt(math.pi / 2)), _CONST_A_HINT),
+        (lambda: _gelu(h, a=0.7979), _ROUNDED_A_HINT),
+        (lambda: _gelu(h, a=1.0), _NO_A_HINT),
         (lambda: _gelu(h, a=2.0 / math.pi), "the factor is the square root: sqrt(2/pi), not 2/pi"),
         (lambda: h * (1.0 + np.tanh(GELU_A * (h + GELU_B * h ** 3))), "the factor 0.5 is missing: y = 0.5 h (1 + tanh(u))"),
         (lambda: 0.5 * (1.0 + np.tanh(GELU_A * (h + GELU_B * h ** 3))),
@@ -284,41 +290,48 @@ def _check_gelu_case(fn, h, rtol=1e-9, atol=1e-12):
     diagnose(raw, _gelu(h64), _gelu_mistakes(h64), _GELU_HINT, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.4", "GELU forward")
-def check_gelu_forward(fn):
+def _gelu_forward_stages(fn):
     rng = np.random.default_rng(64)
-    with stage("shapes"):
+    with stage("GELU forward: shapes"):
         expect_shape(_run(fn, rng.standard_normal((3, 4))), (3, 4),
                      hint="GELU acts element by element: y has the shape of h")
-    with stage("hand-checkable case: h = 0 and large |h|"):
+    with stage("GELU forward: h = 0 and large |h|"):
         # GELU(0) = 0; for large h, tanh -> 1 and y -> h; for very negative h, y -> 0
         _check_gelu_case(fn, np.array([[0.0, 10.0, -10.0]]))
-    with stage("moderate h, where the constants matter"):
+    with stage("GELU forward: moderate h, where the constants matter"):
         _check_gelu_case(fn, np.array([[-3.0, -1.5, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]]))
-    with stage("random cases"):
+    with stage("GELU forward: random cases"):
         for shape in ((4, 6), (8, 256)):
             _check_gelu_case(fn, 2.0 * rng.standard_normal(shape))
-    with stage("float32"):
+    with stage("GELU forward: float32"):
         _check_gelu_case(fn, 2.0 * rng.standard_normal((8, 16)).astype(np.float32), rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 6.6: GELU backward (Exercise 6.5 derives the derivative on paper)
+# Exercise 6.5, second part: GELU backward (Exercise 6.4 derives the derivative on paper)
 # ----------------------------------------------------------------------------------------
 
 _GELU_BACK_HINT = ("with u = sqrt(2/pi) (h + 0.044715 h^3) and t = tanh(u): "
                    "dh = dy * (0.5 (1 + t) + 0.5 h (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2))")
 
 
-def _gelu_grad(h, a=GELU_A, b=GELU_B, first=True, second=True, du_cubic=3.0, sech2=None, half2=0.5):
+def _gelu_grad(h, a=GELU_A, b=GELU_B, first=True, second=True, du_cubic=3.0, sech2=None, half2=0.5,
+               a_du=None):
+    """GELU'(h), or a known-wrong variant of it; a_du is the factor in front of u'(h) (default: a)."""
     t = np.tanh(a * (h + b * h ** 3))
     s2 = 1.0 - t * t if sech2 is None else sech2(t)
     g = 0.0
     if first:
         g = g + 0.5 * (1.0 + t)
     if second:
-        g = g + half2 * h * s2 * a * (1.0 + du_cubic * b * h * h)
+        g = g + half2 * h * s2 * (a if a_du is None else a_du) * (1.0 + du_cubic * b * h * h)
     return g
+
+
+def _gelu_exact_grad(h):
+    """The derivative of the exact GELU h Phi(h): Phi(h) + h phi(h)."""
+    from math import erf
+    return 0.5 * (1.0 + np.vectorize(erf)(h / math.sqrt(2.0))) + h * np.exp(-0.5 * h * h) / math.sqrt(2 * math.pi)
 
 
 def _gelu_back_mistakes(dy, h):
@@ -338,6 +351,13 @@ def _gelu_back_mistakes(dy, h):
          "the second term keeps the 0.5 of the forward: 0.5 h (1 - t^2) u'(h)"),
         (lambda: dy * _gelu_grad(h, b=0.0447), _CONST_B_HINT),
         (lambda: dy * _gelu_grad(h, a=math.sqrt(math.pi / 2)), _CONST_A_HINT),
+        (lambda: dy * _gelu_grad(h, a=0.7979), _ROUNDED_A_HINT),
+        (lambda: dy * _gelu_grad(h, a=1.0), _NO_A_HINT),
+        (lambda: dy * _gelu_grad(h, a_du=1.0),
+         "u'(h) keeps the factor sqrt(2/pi): u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2)"),
+        (lambda: dy * _gelu_exact_grad(h),
+         "that is the derivative of the exact GELU, Phi(h) + h phi(h); the forward is the tanh "
+         "approximation, so the backward must differentiate it: 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h)"),
         (lambda: _gelu_grad(h), "multiply the local derivative by the upstream gradient dy"),
         (lambda: dy * _gelu(h), "that is dy times the forward GELU(h); the backward needs its derivative"),
     ]
@@ -351,31 +371,40 @@ def _check_gelu_back_case(fn, dy, h, rtol=1e-9, atol=1e-12):
     diagnose(raw, d64 * _gelu_grad(h64), _gelu_back_mistakes(d64, h64), _GELU_BACK_HINT, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.6", "GELU backward")
-def check_gelu_backward(fn):
+def _gelu_backward_stages(fn):
     rng = np.random.default_rng(66)
-    with stage("shapes"):
+    with stage("GELU backward: shapes"):
         expect_shape(_run(fn, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))), (3, 4),
                      hint="dh has the shape of h (and of dy)")
-    with stage("hand-checkable case: h = 0 and h = 10"):
+    with stage("GELU backward: h = 0 and h = 10"):
         # at h = 0: t = 0, so GELU'(0) = 0.5 (1 + 0) + 0 = 0.5; at h = 10: t = 1 to 16 digits, so
         # GELU'(10) = 1 + 0.5 * 10 * (1 - t^2) u' = 1 (1 - t^2 < 1e-16). dy = [2, -4, 3]: dh = [1, -2, 3]
         _check_gelu_back_case(fn, np.array([[2.0, -4.0, 3.0]]), np.array([[0.0, 0.0, 10.0]]))
-    with stage("moderate h, where every term matters"):
+    with stage("GELU backward: moderate h, where every term matters"):
         h = np.array([[-3.0, -1.5, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0]])
         _check_gelu_back_case(fn, np.ones_like(h), h)
         _check_gelu_back_case(fn, rng.standard_normal(h.shape), h)
-    with stage("random cases"):
+    with stage("GELU backward: random cases"):
         for shape in ((4, 6), (8, 256)):
             _check_gelu_back_case(fn, rng.standard_normal(shape), 2.0 * rng.standard_normal(shape))
-    with stage("large |h| and float32"):
+    with stage("GELU backward: large |h| and float32"):
         _check_gelu_back_case(fn, np.ones((1, 4)), np.array([[-20.0, -8.0, 8.0, 20.0]]))
         dy, h = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(2))
         _check_gelu_back_case(fn, dy, 2 * h, rtol=1e-5, atol=1e-6)
 
 
+@checker("Exercise 6.5", "GELU forward and backward")
+def check_gelu(forward, backward):
+    """gelu_forward(h) -> y first, then gelu_backward(dy, h) -> dh; each stage is named by its function."""
+    if not callable(backward):
+        raise CheckFailed(f"pass both functions: check_gelu(gelu_forward, gelu_backward); the second is "
+                          f"{type(backward).__name__}, not a function")
+    _gelu_forward_stages(forward)
+    _gelu_backward_stages(backward)
+
+
 # ----------------------------------------------------------------------------------------
-# Exercise 6.7: one block, forward
+# Exercise 6.6: one block, forward
 # ----------------------------------------------------------------------------------------
 
 def _sublayers(C, seed):
@@ -415,6 +444,15 @@ def _pre(x, attn, ffn, ln1, ln2):
     return x + ffn(ln2(x))
 
 
+_ORDER_HINT = ("attention comes first, then the FFN: the first line is the attention sublayer (with LN1), "
+               "the second the FFN (with LN2)")
+_PARALLEL_HINT = ("attention and the FFN both read the block's input x: the sublayers run one after the other, "
+                  "so the FFN's line starts from the attention line's result (a parallel block, attention "
+                  "and FFN side by side on the same x, is a different architecture)")
+_LOST_ATTN_HINT = ("the attention line's result is lost: the FFN's line must start from it, not from the "
+                   "block's input x")
+
+
 def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
     ident = lambda z: z  # noqa: E731
     zero = lambda z: 0.0 * z  # noqa: E731
@@ -427,11 +465,15 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
          f"x = LN2(x + FFN(x)), pre-LN is x = x + Attn(LN1(x)); x = x + FFN(LN2(x))"),
         (lambda: right(x, attn, ffn, ln2, ln1), "LN1 belongs to the attention sublayer and LN2 to the FFN: "
                                                "they have different gamma and beta"),
-        (lambda: right(x, ffn, attn, ln1, ln2), "attention comes first, then the FFN"),
+        (lambda: right(x, ffn, attn, ln1, ln2), _ORDER_HINT),
+        (lambda: right(x, ffn, attn, ln2, ln1), _ORDER_HINT),
         (lambda: right(x, attn, ffn, ident, ident), "both LayerNorms are missing"),
     ]
     if norm == "post":
         m += [
+            (lambda: ln2(ln1(x + attn(x)) + ffn(x)), _PARALLEL_HINT),
+            (lambda: ln2(ln1(x + attn(x)) + ffn(ln1(x))), _PARALLEL_HINT),
+            (lambda: ln2(x + ffn(x)), _LOST_ATTN_HINT),
             (lambda: ln2(ffn(ln1(x + attn(x)))),
              "the FFN's residual is missing: x = LN2(x + FFN(x)), the input of the FFN added back"),
             (lambda: ln2(ln1(attn(x)) + ffn(ln1(attn(x)))),
@@ -446,6 +488,8 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
         ]
     else:
         m += [
+            (lambda: x + attn(ln1(x)) + ffn(ln2(x)), _PARALLEL_HINT),
+            (lambda: x + ffn(ln2(x)), _LOST_ATTN_HINT),
             (lambda: (lambda z: ffn(ln2(z)))(x + attn(ln1(x))),
              "the FFN's residual is missing: x = x + FFN(LN2(x))"),
             (lambda: (lambda z: z + ffn(ln2(z)))(attn(ln1(x))),
@@ -476,10 +520,13 @@ def _check_block_case(fn, x, norm, seed):
     expect_finite(got, hint=_BLOCK_HINTS[norm])
     x64 = np.asarray(x, dtype=np.float64)
     want = (_post if norm == "post" else _pre)(x64, *layers)
-    diagnose(raw, want, _block_mistakes(x64, norm, *layers), _BLOCK_HINTS[norm], what=f"the {norm}-LN block")
+    # float64 sublayers in, the same operations as the formula: rtol 1e-10 leaves room for the order of the
+    # operations only, so a result cast to float32 fails and is named as a dtype problem
+    diagnose(raw, want, _block_mistakes(x64, norm, *layers), _BLOCK_HINTS[norm], what=f"the {norm}-LN block",
+             rtol=1e-10, atol=1e-12)
 
 
-@checker("Exercise 6.7", "one block, forward")
+@checker("Exercise 6.6", "one block, forward")
 def check_block_forward(fn):
     rng = np.random.default_rng(67)
     with stage("shapes"):
