@@ -269,6 +269,13 @@ class Transformer:
 
     # ----- what plots and notebooks read -----------------------------------
     @property
+    def saved(self):
+        """What backward() reads, as the last forward/loss stored it (None before any): a dict
+        with 'tokens', 'embeddings', 'blocks' (one dict per block, under the names of block.py),
+        and after a loss 'final', 'probs', 'targets', 'rows'. Read it; do not change it."""
+        return self._saved
+
+    @property
     def cache(self):
         """Named activations of the last forward/loss: 'tokens', 'embeddings' (B, T, C),
         'blocks.{i}.input' / '.output' (B, T, C), 'blocks.{i}.attn.weights' (B, H, T, T),

@@ -92,3 +92,14 @@ def test_solutions_are_folded_in_the_book(notebook):
     for cell in cells:
         if "### BEGIN SOLUTION" in source(cell):
             assert "hide-input" in cell.get("metadata", {}).get("tags", []), source(cell)[:60]
+
+
+def test_nbval_markers_are_exact(notebook):
+    """nbval honours a marker only when the comment is the marker alone: '# NBVAL_IGNORE_OUTPUT
+    (reason)' is silently compared. The reason goes on a line of its own."""
+    _, cells = notebook
+    for cell in code_cells(cells):
+        for line in source(cell).splitlines():
+            words = line.strip().lstrip("#").split()
+            if line.strip().startswith("#") and words and words[0].startswith("NBVAL_"):
+                assert len(words) == 1, line

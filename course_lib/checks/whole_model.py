@@ -1,2 +1,381 @@
-"""Checkers for notebook 10, backprop II, the whole model."""
-__all__ = []
+"""Checkers for notebook 10, backprop II, the whole model.
+
+    cl.checks.check_block_backward(block_backward)   # Exercise 10.2: (dx, grads) of a post-LN block
+    cl.checks.check_model_backward(model_backward)   # Exercise 10.3: grads of every parameter
+
+(Exercise 10.1 derives the backward of a post-LN block on paper: no checker.)
+
+Signatures (the names are those of course_lib/block.py and course_lib/model.py):
+
+    block_backward(dy, cache, params) -> dx (N, C), grads
+        dy (N, C) the gradient of the block's output; cache the dict a course_lib Block's
+        forward keeps ('ln1.xhat', 'attn.qkv', 'ffn.h', ...); params and grads dicts with the
+        block's short names ('attn.w_q', 'ln1.gamma', 'ffn.w1', ...).
+    model_backward(model) -> grads, dict name -> array, after model.loss(tokens, targets).
+
+Block: the expected values come from float64 NumPy formulas written here (tests prove them
+equal to course_lib's Block.backward). When dx is wrong, the usual mistakes are computed and
+the one the result reproduces is named: a residual's skip path not added, the skip path fed
+with dy instead of the gradient after the LayerNorm, the LayerNorms taken in the pre-LN order,
+one of the three paths Q, K, V from x to the attention left out, W_o not transposed, the two
+LayerNorms' caches swapped. Otherwise the first wrong parameter gradient in backward order
+says between which stations the bug sits.
+
+Model: the expected gradients come from course_lib's model.backward() on small float64
+models (post-LN like the course model, then a GPT-2 style pre-LN model with a tied head and
+learned positions). A tied embedding's gradient that holds only one of its two shares is named.
+"""
+import copy
+
+import numpy as np
+
+from ..block import Block
+from ..config import ModelConfig
+from .core import CheckFailed, NotDone, as_array, call, checker, diagnose, expect_shape, stage
+
+__all__ = ["check_block_backward", "check_model_backward"]
+
+BLOCK_NAMES = ["attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "ln1.gamma", "ln1.beta",
+               "ffn.w1", "ffn.b1", "ffn.w2", "ffn.b2", "ln2.gamma", "ln2.beta"]
+# backward order: the station a gradient is reached at, last station first
+_BACKWARD_ORDER = ["ln2.gamma", "ln2.beta", "ffn.w2", "ffn.b2", "ffn.w1", "ffn.b1",
+                   "ln1.gamma", "ln1.beta", "attn.w_o", "attn.w_q", "attn.w_k", "attn.w_v"]
+
+
+# ----------------------------------------------------------------------------------------
+# reference formulas (float64)
+# ----------------------------------------------------------------------------------------
+
+def _ln_backward(dy, xhat, rstd, gamma):
+    """dx = rstd / C (C g - sum(g) - xhat sum(g xhat)), g = dy gamma; dgamma, dbeta."""
+    C = dy.shape[1]
+    g = dy * gamma
+    dx = rstd[:, None] / C * (C * g - g.sum(1, keepdims=True)
+                              - xhat * (g * xhat).sum(1, keepdims=True))
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def _heads_backward(dheads, qkv, att):
+    """dheads (N, C), qkv (B, T, 3C), att (B, H, T, T) -> dQ, dK, dV as (N, C) each."""
+    B, T, C3 = qkv.shape
+    C, H = C3 // 3, att.shape[1]
+    D = C // H
+
+    def split(a):                                    # (B, T, C) -> (B, H, T, D)
+        return a.reshape(B, T, H, D).transpose(0, 2, 1, 3)
+
+    Q, K, V = (split(qkv[..., j * C:(j + 1) * C]) for j in range(3))
+    dO = split(dheads.reshape(B, T, C))
+    dV = att.transpose(0, 1, 3, 2) @ dO
+    dA = dO @ V.transpose(0, 1, 3, 2)
+    dS = att * (dA - (dA * att).sum(-1, keepdims=True))
+    dQ = dS @ K / np.sqrt(D)
+    dK = dS.transpose(0, 1, 3, 2) @ Q / np.sqrt(D)
+    return [g.transpose(0, 2, 1, 3).reshape(B * T, C) for g in (dQ, dK, dV)]
+
+
+def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False, pre_order=False,
+                    paths="qkv", wo_transposed=True, swap_ln=False):
+    """Post-LN block backward from the cache s, with switches that reproduce known mistakes."""
+    ln1, ln2 = ("ln2", "ln1") if swap_ln else ("ln1", "ln2")
+    g = {}
+
+    def ln(name, cache, d):
+        dx, g[name + ".gamma"], g[name + ".beta"] = _ln_backward(
+            d, s[cache + ".xhat"], s[cache + ".rstd"], p[name + ".gamma"])
+        return dx
+
+    def ffn(d):
+        g["ffn.w2"], g["ffn.b2"] = s["ffn.a"].T @ d, d.sum(0)
+        dh = (d @ p["ffn.w2"].T) * (s["ffn.h"] > 0)
+        g["ffn.w1"], g["ffn.b1"] = s["ffn.x"].T @ dh, dh.sum(0)
+        return dh @ p["ffn.w1"].T
+
+    def attn(d):
+        g["attn.w_o"] = s["attn.heads"].T @ d
+        dheads = d @ (p["attn.w_o"].T if wo_transposed else p["attn.w_o"])
+        dq, dk, dv = _heads_backward(dheads, s["attn.qkv"], s["attn.weights"])
+        x = s["attn.x"]
+        dx = np.zeros_like(x)
+        for w, dz in zip("qkv", (dq, dk, dv)):
+            g["attn.w_" + w] = x.T @ dz
+            if w in paths:
+                dx = dx + dz @ p["attn.w_" + w].T
+        return dx
+
+    if pre_order:       # y = x + FFN(LN2(x)), x = x + Attn(LN1(x)): the LayerNorms inside the forks
+        d = dy + ln("ln2", ln2, ffn(dy))
+        return d + ln("ln1", ln1, attn(d)), g
+    dr = ln("ln2", ln2, dy)                                      # y = LN2(r2), r2 = m + FFN(m)
+    dm = ffn(dr) + ((dy if skip_gets_dy else dr) if skip_ffn else 0.0)
+    dr = ln("ln1", ln1, dm)                                      # m = LN1(r1), r1 = x + Attn(x)
+    dx = attn(dr) + ((dm if skip_gets_dy else dr) if skip_attn else 0.0)
+    return dx, g
+
+
+# ----------------------------------------------------------------------------------------
+# random blocks: parameters, an input, and the cache of course_lib's Block forward
+# ----------------------------------------------------------------------------------------
+
+def _block_case(seed, B, T, C, H, F):
+    rng = np.random.default_rng(seed)
+    p = {}
+    for w in "qkvo":
+        p["attn.w_" + w] = rng.normal(0, C ** -0.5, (C, C))
+    p["ffn.w1"], p["ffn.b1"] = rng.normal(0, C ** -0.5, (C, F)), rng.normal(0, 0.1, F)
+    p["ffn.w2"], p["ffn.b2"] = rng.normal(0, F ** -0.5, (F, C)), rng.normal(0, 0.1, C)
+    for ln in ("ln1", "ln2"):       # gamma away from 1: a gamma left out shows
+        p[ln + ".gamma"] = 1 + 0.5 * rng.standard_normal(C)
+        p[ln + ".beta"] = 0.3 * rng.standard_normal(C)
+    cfg = ModelConfig(vocab_size=20, seq_len=max(T, 1), d_model=C, n_heads=H, n_layers=1, d_ff=F,
+                      dtype="float64")
+    from .. import kernels
+    block = Block(0, cfg, {"blocks.0." + k: v for k, v in p.items()}, kernels)
+    x = rng.standard_normal((B * T, C))
+    _, cache = block.forward(x, B, T)
+    dy = rng.standard_normal((B * T, C))
+    return dy, cache, p
+
+
+def _deepcopy(d):
+    return {k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v)) for k, v in d.items()}
+
+
+def _call_block(fn, dy, cache, params):
+    """The learner's block_backward on copies; a cache or params array changed in place fails."""
+    c, p = _deepcopy(cache), _deepcopy(params)
+    with np.errstate(all="ignore"):
+        result = call(fn, dy, c, p)
+    for what, before, after in (("cache", cache, c), ("params", params, p)):
+        for k, v in before.items():
+            if isinstance(v, np.ndarray) and not np.array_equal(v, after.get(k), equal_nan=True):
+                raise CheckFailed(f"your function changed {what}[{k!r}] in place",
+                                  hint=f"the model still needs {what}[{k!r}] as it was: compute new "
+                                       f"arrays (`d = a + b`, not `a += b` on an array you were given)")
+    return result
+
+
+def _unpack_block(result, N, C, params):
+    if (not isinstance(result, (tuple, list)) or isinstance(result, np.ndarray)
+            or len(result) != 2 or not isinstance(result[1], dict)):
+        got = type(result).__name__ + (f" of length {len(result)}"
+                                       if isinstance(result, (tuple, list)) else "")
+        raise CheckFailed(f"block_backward should return (dx, grads) with grads a dict, got {got}",
+                          hint="end your function with `return dx, grads`")
+    dx, grads = result
+    expect_shape(dx, (N, C), what="dx", hint="dx is shaped like the block's input x: (N, C)")
+    missing = [k for k in params if k not in grads]
+    extra = [k for k in grads if k not in params]
+    if missing or extra:
+        raise CheckFailed(f"grads has the keys {sorted(grads)}"
+                          + (f"; missing {missing}" if missing else "")
+                          + (f"; not parameters: {extra}" if extra else ""),
+                          hint="one gradient per parameter, under the parameter's name "
+                               f"({', '.join(BLOCK_NAMES)})")
+    for k, v in params.items():
+        expect_shape(grads[k], v.shape, what=f"grads[{k!r}]",
+                     hint="a gradient is shaped like its parameter")
+    return dx, grads
+
+
+def _first_wrong(grads, want, order, rtol=1e-6, atol=1e-9):
+    for k in order:
+        a = as_array(grads[k], f"grads[{k!r}]")
+        if a.shape != want[k].shape or not np.allclose(a, want[k], rtol=rtol, atol=atol):
+            return k
+    return None
+
+
+_WHERE = {"ln2": "LN2's backward (the first station)", "ffn": "the FFN's backward, after LN2",
+          "ln1": "between the FFN fork and LN1: the FFN's residual adds its skip path "
+                 "(the gradient after LN2) to what came back through the FFN",
+          "attn": "the attention's backward, after LN1"}
+
+
+def _station_hint(name):
+    station = name.split(".")[0]
+    return (f"the first wrong gradient in backward order is grads[{name!r}]: the bug sits at "
+            f"{_WHERE[station]}")
+
+
+def _check_block_case(fn, dy, cache, params):
+    N, C = dy.shape
+    dx, grads = _unpack_block(_call_block(fn, dy, cache, params), N, C, params)
+    want_dx, want = _block_backward(dy, cache, params)
+    wrong = _first_wrong(grads, want, _BACKWARD_ORDER)
+    default = (_station_hint(wrong) if wrong else
+               "every parameter gradient is right but dx is not: after the attention's backward, "
+               "x's gradient adds the attention path and the skip path")
+    V = lambda **kw: (lambda: _block_backward(dy, cache, params, **kw)[0])  # noqa: E731
+    skip_hint = ("a residual's skip path is missing: r = x + f(x) sends its gradient down both "
+                 "paths, so x's gradient is f's backward PLUS the gradient of r")
+    fork_hint = ("Q, K and V all read the same x: x's gradient through the attention is "
+                 "dQ W_q^T + dK W_k^T + dV W_v^T (one product with W_qkv^T gives all three)")
+    mistakes = [
+        (V(skip_ffn=False, skip_attn=False), skip_hint + " (both residuals' skips are missing)"),
+        (V(skip_ffn=False), skip_hint + " (the FFN's residual: add the gradient after LN2)"),
+        (V(skip_attn=False), skip_hint + " (the attention's residual: add the gradient after LN1)"),
+        (V(skip_gets_dy=True), "the skip path carries the gradient of r = x + f(x), which is what "
+                               "comes OUT of the LayerNorm's backward, not the dy that went into it"),
+        (V(pre_order=True), "the LayerNorms are taken in the pre-LN order: in a post-LN block LN2 "
+                            "comes last in the forward, so its backward comes first, before the "
+                            "FFN fork (and LN1 before the attention fork)"),
+        (V(swap_ln=True), "the two LayerNorms' caches are swapped: LN2's backward reads "
+                          "cache['ln2.xhat'] and cache['ln2.rstd'], LN1's the ln1 ones"),
+        (V(wo_transposed=False), "the heads' gradient is d_out W_o^T: the output projection's "
+                                 "backward multiplies by the transpose"),
+    ] + [(V(paths="qkv".replace(w, "")), fork_hint + f" (the path through {w.upper()} is missing)")
+         for w in "qkv"] + [(V(paths=w), fork_hint + f" (only the path through {w.upper()} is there)")
+                            for w in "qkv"]
+    diagnose(dx, want_dx, mistakes, default, what="dx")
+    for k in _BACKWARD_ORDER:
+        others = [(want[o], f"grads[{k!r}] holds the gradient of {o!r}: check which gradient "
+                            f"goes under which name (W_qkv's columns are Q | K | V)")
+                  for o in BLOCK_NAMES if o != k and want[o].shape == want[k].shape]
+        diagnose(grads[k], want[k], others,
+                 "dx is right but this gradient is not: look at the line that computes it",
+                 what=f"grads[{k!r}]")
+
+
+@checker("Exercise 10.2", "post-LN block backward")
+def check_block_backward(block_backward):
+    with stage("returns"):
+        dy, cache, params = _block_case(100, 1, 3, 4, 2, 8)
+        _unpack_block(_call_block(block_backward, dy, cache, params), 3, 4, params)
+    with stage("small block (B=1, T=3, C=4, 2 heads)"):
+        _check_block_case(block_backward, dy, cache, params)
+    with stage("random blocks"):
+        for seed, shape in ((101, (2, 5, 8, 2, 16)), (102, (2, 4, 12, 3, 20))):
+            _check_block_case(block_backward, *_block_case(seed, *shape))
+    with stage("edge cases (one token; the course model's sizes)"):
+        for seed, shape in ((103, (3, 1, 8, 2, 16)), (104, (2, 8, 64, 4, 256))):
+            _check_block_case(block_backward, *_block_case(seed, *shape))
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 10.3: the whole model
+# ----------------------------------------------------------------------------------------
+
+def _models():
+    """Small float64 models: the course model's kind, then a GPT-2 style one."""
+    from ..config import presets
+    post = presets.deep_dive().replace(d_model=16, d_ff=32, n_heads=2, dtype="float64")
+    gpt = presets.gpt2(vocab_size=20, seq_len=8, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                       dtype="float64")
+    return post, gpt
+
+
+def _problems(seed, B, T):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, 20, (B, T))
+    targets = np.full((B, T), -100)
+    targets[:, -1] = rng.integers(2, 12, B)
+    return tokens, targets
+
+
+def _backward_order(model):
+    names = list(model.params)
+    head = [n for n in ("head.w", "head.b", "ln_f.gamma", "ln_f.beta") if n in names]
+    blocks = [n for i in reversed(range(model.config.n_layers)) for n in names
+              if n.startswith(f"blocks.{i}.")]
+    return head + blocks + [n for n in ("pos_emb", "tok_emb") if n in names]
+
+
+def _run_model_backward(fn, model):
+    """The learner's model_backward(model), refusing one that changes the parameters or the
+    saved activations in place. -> grads."""
+    saved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in model.saved.items()}
+    params = {k: v.copy() for k, v in model.params.items()}
+    try:
+        with np.errstate(all="ignore"):
+            grads = fn(model)
+    except NotImplementedError:
+        raise NotDone() from None
+    except Exception as e:
+        hint = "run it on a small model and print the shape of dx after each station"
+        if "shape" in str(e) or "broadcast" in str(e) or "align" in str(e):
+            hint = ("a shape does not fit: the stations go backward in reverse (head, ln_f, "
+                    "reversed(blocks), embedding), each block with its own saved dict")
+        raise CheckFailed(f"your function raised {type(e).__name__}: {e}", hint=hint) from None
+    for k, v in params.items():
+        if not np.array_equal(v, model.params[k]):
+            raise CheckFailed(f"your function changed model.params[{k!r}]",
+                              hint="backward computes gradients; it never changes a parameter")
+    for k, v in saved.items():
+        if isinstance(v, np.ndarray) and not np.array_equal(v, model.saved[k]):
+            raise CheckFailed(f"your function changed model.saved[{k!r}] in place",
+                              hint="compute new arrays: a later backward still reads the cache")
+    return grads
+
+
+def _expect_one_gradient_per_parameter(grads, model):
+    if not isinstance(grads, dict):
+        raise CheckFailed(f"model_backward should return a dict name -> gradient, got "
+                          f"{type(grads).__name__}", hint="end your function with `return grads`")
+    missing = [k for k in model.params if k not in grads]
+    extra = [k for k in grads if k not in model.params]
+    if missing or extra:
+        hint = "one gradient per parameter, under the names of model.params"
+        if any(k.startswith("ln_f") for k in missing):
+            hint = ("a pre-LN model ends with a final LayerNorm ln_f: its backward sits between "
+                    "the head and the last block")
+        elif "pos_emb" in missing:
+            hint = ("with learned positions pos_emb is a parameter: embedding_backward returns "
+                    "its gradient too (summed over the batch)")
+        elif "head.w" in missing or "head.b" in missing:
+            hint = "the head's backward gives head.w and head.b (linear_backward)"
+        elif any(k.startswith("blocks.") for k in missing):
+            hint = "every block's backward puts its gradients into grads: run all of them"
+        raise CheckFailed(f"grads lacks {missing}" if missing else f"grads has extra keys {extra}",
+                          hint=hint)
+    for k in model.params:
+        expect_shape(grads[k], model.params[k].shape, what=f"grads[{k!r}]",
+                     hint=("pos_emb has seq_len rows: positions beyond T get a zero gradient"
+                           if k == "pos_emb" else "a gradient is shaped like its parameter"))
+
+
+def _check_model_case(fn, cfg, tokens, targets, seed=0):
+    from ..model import Transformer
+    model = Transformer(cfg, seed=seed)
+    model.loss(tokens, targets)
+    want = model.backward()
+    grads = _run_model_backward(fn, model)
+    _expect_one_gradient_per_parameter(grads, model)
+    cfg_ = model.config
+    order = _backward_order(model)
+    wrong = _first_wrong(grads, want, order)
+    if wrong is None:
+        return
+    mistakes = []
+    if wrong == "tok_emb" and cfg_.tie_embeddings:
+        s = model.saved
+        from .. import kernels
+        dlogits = kernels.cross_entropy_backward(s["probs"], s["targets"])
+        head_part = dlogits.T @ s["final"]
+        mistakes = [(want["tok_emb"] - head_part,
+                     "tied embeddings: tok_emb is used twice, as the lookup table and as the "
+                     "head's W^T, so its gradient is the embedding's scatter-add PLUS the head's "
+                     "share dlogits^T x (you have only the scatter-add)"),
+                    (head_part, "tied embeddings: you have only the head's share; add the "
+                                "embedding's scatter-add (embedding_backward)")]
+    where = ("the first wrong gradient in backward order is "
+             f"grads[{wrong!r}]: the bug sits at that station or just before it")
+    diagnose(grads[wrong], want[wrong], mistakes, where, what=f"grads[{wrong!r}]")
+
+
+@checker("Exercise 10.3", "the whole model's backward")
+def check_model_backward(model_backward):
+    post, gpt = _models()
+    with stage("returns"):
+        tokens, targets = _problems(110, 2, 8)
+        _check_model_case(model_backward, post, tokens, targets)
+    with stage("post-LN model (the course model's kind)"):
+        _check_model_case(model_backward, post, *_problems(111, 4, 8), seed=1)
+    with stage("pre-LN model (GPT-2 style: ln_f, tied head, learned positions)"):
+        _check_model_case(model_backward, gpt, *_problems(112, 4, 8), seed=2)
+    with stage("edge cases (T < seq_len, every position scored, one sequence)"):
+        _check_model_case(model_backward, gpt, *_problems(113, 3, 5), seed=3)
+        tokens, _ = _problems(114, 2, 8)
+        every = np.random.default_rng(114).integers(0, 20, (2, 8))
+        _check_model_case(model_backward, post, tokens, every, seed=4)
+        _check_model_case(model_backward, gpt, *_problems(115, 1, 8), seed=5)
