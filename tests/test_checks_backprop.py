@@ -199,9 +199,11 @@ def test_mlp_backward_mistakes_named(wrong, hint, capsys):
 def test_mlp_transposed_weights(capsys):
     # distinct sizes: a transposed weight cannot even be multiplied; the hint lists the shapes
     assert_rejects(check_mlp, mlp_forward, _w1_not_transposed, capsys=capsys,
-                   hint_part="dx = dz @ W1.T is", stage="backward: shapes (N = 5, I = 3, F = 4, O = 2)")
-    assert_rejects(check_mlp, mlp_forward, _dW1_transposed, capsys=capsys,
-                   hint_part="dW1 = x.T @ dz")
+                   hint_part="W1 (3, 4)", stage="backward: shapes (N = 5, I = 3, F = 4, O = 2)")
+    r = assert_rejects(check_mlp, mlp_forward, _dW1_transposed, capsys=capsys,
+                       hint_part="every gradient has the shape of its array",
+                       stage="backward: shapes (N = 5, I = 3, F = 4, O = 2)")
+    assert "dW1 has shape (4, 3), expected (3, 4)" in r.message
 
 
 def test_mlp_transposed_weights_by_value():
@@ -232,10 +234,23 @@ def _fwd_no_bias(x, W1, b1, W2, b2):
 
 
 def test_mlp_forward_mistakes(capsys):
+    # value bugs pass the shape stage and are reported on the numbers of Exercise 9.1
     assert_rejects(check_mlp, _fwd_no_relu, mlp_backward, capsys=capsys,
-                   hint_part="relu(z)", stage="forward: shapes")
+                   hint_part="relu(z)", stage="forward: the numbers of Exercise 9.1")
     assert_rejects(check_mlp, _fwd_no_bias, mlp_backward, capsys=capsys,
-                   hint_part="bias b1 is missing")
+                   hint_part="bias b1 is missing", stage="forward: the numbers of Exercise 9.1")
+
+
+def test_mlp_value_bugs_reported_on_the_seed_numbers_first(capsys):
+    """The shape stages check shapes only: a value bug is found on the 9.1 numbers."""
+    for wrong in (_mask_missing, _mask_of_gradient, _mask_times_h):
+        assert_rejects(check_mlp, mlp_forward, wrong, capsys=capsys, hint_part="mask",
+                       stage="backward: the numbers of Exercise 9.1")
+    # the mean equals the sum for one example: found on the random batches
+    assert_rejects(check_mlp, mlp_forward, _bias_mean, capsys=capsys, hint_part="SUM of dout",
+                   stage="random batches, forward and backward")
+    result, out = run(check_mlp, _fwd_no_relu, mlp_backward, capsys=capsys)
+    assert "0.98" in out or "1.3" in out or "-0.3" in out, out      # numbers from the paper
 
 
 def test_mlp_in_place_float32_odd_returns_and_stub(capsys):
@@ -306,10 +321,79 @@ def _linear_only(dy, x, W):
     (lambda dy, x, W: (dy @ W.T + np.maximum(dy, 0), x.T @ dy), "not from the gradient"),
     (lambda dy, x, W: (dy @ W.T + dy * np.maximum(x, 0), x.T @ dy), "not by relu(x)"),
     (lambda dy, x, W: (dy @ W.T + dy * (x > 0), dy.T @ x), "its transpose"),
+    (lambda dy, x, W: ((dy @ W.T) * (x > 0), x.T @ dy), "side by side, not in sequence"),
+    (lambda dy, x, W: ((dy * (x > 0)) @ W.T, x.T @ dy), "add the paths, don't multiply"),
+    (lambda dy, x, W: (2 * dy @ W.T, x.T @ dy), "doubles the path through x @ W"),
 ])
 def test_fork_mistakes_named(wrong, hint, capsys):
     r = assert_rejects(check_fork, wrong, capsys=capsys, hint_part=hint)
-    assert r.stage in ("hand-checkable case: W = 2 I", "random cases")
+    assert r.stage == HAND_STAGE, (r.stage, hint)
+
+
+HAND_STAGE = "hand-checkable case: W = [[1, 2], [0, -1]]"
+
+
+def test_fork_chained_paths_not_called_doubling(capsys):
+    """Chaining the paths, (dy @ W.T) * (x > 0), gets its own hint, not "doubles"."""
+    r = assert_rejects(check_fork, lambda dy, x, W: ((dy @ W.T) * (x > 0), x.T @ dy),
+                       capsys=capsys, hint_part="side by side", stage=HAND_STAGE)
+    assert "doubles" not in r.hint
+
+
+# ---- default hints point to the step, never give the formula ---------------------------------
+
+SOLUTION_FORMULAS = ("x.T @ dy", "dy @ W.T", "dy * (x > 0)", "h.T @ dout", "dout @ W2.T",
+                     "dh * (z > 0)", "x.T @ dz", "dz @ W1.T", "x @ W1 + b1", "h @ W2 + b2",
+                     "np.maximum(z, 0)", "= dout", "sum(axis=0)")
+
+
+def _no_formula(text):
+    assert text is not None
+    for formula in SOLUTION_FORMULAS:
+        assert formula not in text, (formula, text)
+
+
+def test_default_hints_contain_no_solution_formula(capsys):
+    from course_lib.checks import backprop as bp
+    for text in [bp._FWD_HINT, bp._TWO_USES, bp._DW_HINT, *bp._BWD_HINT.values()]:
+        _no_formula(text)
+    # wrong by a factor no known mistake explains: the default hint of each array
+    for j in range(3):
+        def fwd(*a, j=j):
+            out = list(mlp_forward(*a))
+            out[j] = out[j] * 1.7 + 0.3
+            return tuple(out)
+        r = assert_rejects(check_mlp, fwd, mlp_backward, capsys=capsys, hint_part="Exercise 9.1")
+        _no_formula(r.hint)
+    for j, name in enumerate(("dx", "dW1", "db1", "dW2", "db2")):
+        def bwd(*a, j=j):
+            out = list(mlp_backward(*a))
+            out[j] = out[j] * 1.7 + 0.3
+            return tuple(out)
+        r = assert_rejects(check_mlp, mlp_forward, bwd, capsys=capsys, hint_part="Exercise 9.1",
+                           stage="backward: the numbers of Exercise 9.1")
+        assert r.hint.startswith(name), r.hint
+        _no_formula(r.hint)
+    r = assert_rejects(check_fork, lambda dy, x, W: (1.7 * dy + 0.3, x.T @ dy), capsys=capsys,
+                       hint_part="each use sends back a gradient", stage=HAND_STAGE)
+    _no_formula(r.hint)
+    r = assert_rejects(check_fork, lambda dy, x, W: fork_backward(dy, x, W)[:1] + (0 * W,),
+                       capsys=capsys, hint_part="linear layer", stage=HAND_STAGE)
+    _no_formula(r.hint)
+
+
+def test_shape_hints_contain_no_formula(capsys):
+    r = assert_rejects(check_mlp, mlp_forward, _w1_not_transposed, capsys=capsys,
+                       hint_part="(a, b) @ (b, c)")
+    _no_formula(r.hint)
+
+    def fwd_transposed(x, W1, b1, W2, b2):
+        z = x @ W1.T + b1
+        return z, np.maximum(z, 0), np.maximum(z, 0) @ W2 + b2
+
+    r = assert_rejects(check_mlp, fwd_transposed, mlp_backward, capsys=capsys,
+                       hint_part="no transposes", stage="forward: shapes (N = 5, I = 3, F = 4, O = 2)")
+    _no_formula(r.hint)
 
 
 def test_fork_in_place_float32_odd_returns_and_stub(capsys):

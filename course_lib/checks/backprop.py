@@ -18,7 +18,8 @@ The fork of Exercise 9.3 (x (N, C), W (C, C)): y = x @ W + relu(x), x used twice
 Expected values come from formulas written here in float64, never from the learner's
 function. A wrong result is compared with the usual mistakes (missing ReLU mask, mask of
 the wrong array, a transposed weight, a bias gradient not summed over the batch, one path
-of the fork kept or overwritten) and the hint names the one it matches.
+of the fork kept or overwritten, the two paths chained instead of added) and the hint
+names the one it matches.
 """
 import numpy as np
 
@@ -103,10 +104,17 @@ def _run(fn, *args, matmul_hint=None):
 
 _FWD_NAMES = ["z", "h", "out"]
 _BWD_NAMES = ["dx", "dW1", "db1", "dW2", "db2"]
-_FWD_HINT = "z = x @ W1 + b1, h = relu(z) = np.maximum(z, 0), out = h @ W2 + b2"
-_BWD_HINT = ("go back one step at a time: dW2 = h.T @ dout, db2 = sum of dout over the batch, "
-             "dh = dout @ W2.T, dz = dh * (z > 0), dW1 = x.T @ dz, db1 = sum of dz over the "
-             "batch, dx = dz @ W1.T")
+_FWD_HINT = ("go through the forward pass of Exercise 9.1 one value at a time: z before "
+             "the ReLU, h after it, out from h; which of z, h, out is the first to differ?")
+_BWD_HINT = {
+    "dW2": "dW2 needs the input of the second layer and dout, every row of the batch adding "
+           "its share; compare with your dW2 of Exercise 9.1",
+    "db2": "db2 comes from dout alone, one value per output, collected over the batch; compare "
+           "with your db2 of Exercise 9.1",
+    "after": "{name} comes after the ReLU: compare with your dz from Exercise 9.1 first, then "
+             "take the step from dz to {name} as you did on paper; on a batch, every row "
+             "adds its share to a weight or bias gradient",
+}
 _MASK = "the ReLU mask"
 
 
@@ -125,17 +133,24 @@ def _forward_mistakes(x, W1, b1, W2, b2):
     }
 
 
-def _check_forward_case(fwd, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
+def _run_forward(fwd, x, W1, b1, W2, b2):
+    """The learner's (z, h, out), their shapes checked, and the reference values."""
     N, F, O = x.shape[0], W1.shape[1], W2.shape[1]
-    hint = (f"here x is {x.shape}, W1 {W1.shape}, W2 {W2.shape}: z = x @ W1 + b1 is ({N}, {F}) "
-            f"and out = h @ W2 + b2 is ({N}, {O}); no transposes in the forward pass")
+    hint = (f"here x is {x.shape}, W1 {W1.shape}, W2 {W2.shape}: z and h are ({N}, {F}), "
+            f"out is ({N}, {O}); no transposes in the forward pass")
     got = _tuple(_run(fwd, x, W1, b1, W2, b2, matmul_hint=hint), _FWD_NAMES,
                  "mlp_forward(x, W1, b1, W2, b2)")
-    _expect_float64(got, _FWD_NAMES, (x, W1, b1, W2, b2))
     want = _forward(x, W1, b1, W2, b2)
-    mistakes = _forward_mistakes(x, W1, b1, W2, b2)
     for name, g, w in zip(_FWD_NAMES, got, want):
         expect_shape(g, w.shape, what=name, hint=hint)
+    return got, want
+
+
+def _check_forward_case(fwd, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
+    got, want = _run_forward(fwd, x, W1, b1, W2, b2)
+    _expect_float64(got, _FWD_NAMES, (x, W1, b1, W2, b2))
+    mistakes = _forward_mistakes(x, W1, b1, W2, b2)
+    for name, g, w in zip(_FWD_NAMES, got, want):
         diagnose(g, w, mistakes[name], _FWD_HINT, what=name, rtol=rtol, atol=atol)
 
 
@@ -177,15 +192,14 @@ def _backward_mistakes(dout, x, W1, W2, z, h):
     return m
 
 
-def _check_backward_case(bwd, dout, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
+def _run_backward(bwd, dout, x, W1, b1, W2, b2):
+    """The learner's five gradients, their shapes checked, and z, h of the forward pass."""
     z, h, _ = _forward(x, W1, b1, W2, b2)
     N, I, F, O = x.shape[0], x.shape[1], W1.shape[1], W2.shape[1]
-    hint = (f"here dout is ({N}, {O}), x ({N}, {I}), W1 ({I}, {F}), W2 ({F}, {O}): "
-            f"dh = dout @ W2.T is ({N}, {F}), dW2 = h.T @ dout is ({F}, {O}), "
-            f"dW1 = x.T @ dz is ({I}, {F}), dx = dz @ W1.T is ({N}, {I})")
+    hint = (f"here dout is ({N}, {O}), x ({N}, {I}), W1 ({I}, {F}), W2 ({F}, {O}), so dh and "
+            f"dz are ({N}, {F}); a product (a, b) @ (b, c) is (a, c), and .T swaps two axes")
     got = _tuple(_run(bwd, dout, x, W1, W2, z, h, matmul_hint=hint), _BWD_NAMES,
                  "mlp_backward(dout, x, W1, W2, z, h)")
-    want = _backward(dout, x, W1, W2, z, h)
     shapes = {"dx": x.shape, "dW1": W1.shape, "db1": b1.shape, "dW2": W2.shape, "db2": b2.shape}
     for name, g in zip(_BWD_NAMES, got):
         arr = as_array(g, name)
@@ -196,12 +210,19 @@ def _check_backward_case(bwd, dout, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
         expect_shape(g, shapes[name], what=name,
                      hint=f"{hint}; every gradient has the shape of its array, in the order "
                           f"dx, dW1, db1, dW2, db2")
+    return got, z, h
+
+
+def _check_backward_case(bwd, dout, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
+    got, z, h = _run_backward(bwd, dout, x, W1, b1, W2, b2)
+    want = _backward(dout, x, W1, W2, z, h)
     _expect_float64(got, _BWD_NAMES, (dout, x, W1, W2))
     mistakes = _backward_mistakes(dout, x, W1, W2, z, h)
     # the second layer first: its gradients do not depend on the ReLU backward
     for name in ("db2", "dW2", "dx", "dW1", "db1"):
         k = _BWD_NAMES.index(name)
-        diagnose(got[k], want[k], mistakes[name], _BWD_HINT, what=name, rtol=rtol, atol=atol)
+        default = _BWD_HINT.get(name, _BWD_HINT["after"]).format(name=name)
+        diagnose(got[k], want[k], mistakes[name], default, what=name, rtol=rtol, atol=atol)
 
 
 def _random_net(rng, N, I, F, O, dtype=np.float64):
@@ -216,27 +237,23 @@ def check_two_layer_mlp(mlp_forward, mlp_backward):
         raise CheckFailed("pass both functions: check_two_layer_mlp(mlp_forward, mlp_backward)")
     rng = np.random.default_rng(92)
     s = SEED
-    with stage("forward: shapes"):
-        x, W1, b1, W2, b2, _ = _random_net(rng, 5, 3, 4, 2)
-        _check_forward_case(mlp_forward, x, W1, b1, W2, b2)
-    with stage("forward: the numbers of Exercise 9.1"):
-        # z = [1.3, -0.3], h = [1.3, 0], out = 0.98
-        _check_forward_case(mlp_forward, s["x"], s["W1"], s["b1"], s["W2"], s["b2"])
+    seed_net = (s["x"], s["W1"], s["b1"], s["W2"], s["b2"])
+    x, W1, b1, W2, b2, dout = _random_net(rng, 5, 3, 4, 2)
+    with stage("forward: shapes (N = 5, I = 3, F = 4, O = 2)"):
+        _run_forward(mlp_forward, x, W1, b1, W2, b2)               # shapes only
     with stage("backward: shapes (N = 5, I = 3, F = 4, O = 2)"):
-        x, W1, b1, W2, b2, dout = _random_net(rng, 5, 3, 4, 2)
-        z, h, _ = _forward(x, W1, b1, W2, b2)
-        hint = ("here dout is (5, 2), x (5, 3), W1 (3, 4), W2 (4, 2): dh = dout @ W2.T is (5, 4), "
-                "dW2 = h.T @ dout is (4, 2), dW1 = x.T @ dz is (3, 4), dx = dz @ W1.T is (5, 3)")
-        _tuple(_run(mlp_backward, dout, x, W1, W2, z, h, matmul_hint=hint), _BWD_NAMES,
-               "mlp_backward(dout, x, W1, W2, z, h)")
-        _check_backward_case(mlp_backward, dout, x, W1, b1, W2, b2)
+        _run_backward(mlp_backward, dout, x, W1, b1, W2, b2)       # shapes only
+    with stage("forward: the numbers of Exercise 9.1"):
+        # z = [1.3, -0.3], h = [1.3, 0], out = 0.98: compare the report with your paper
+        _check_forward_case(mlp_forward, *seed_net)
     with stage("backward: the numbers of Exercise 9.1"):
         # dout = out - target = -0.52 for the loss 0.5 (out - target)^2
-        dout = _forward(s["x"], s["W1"], s["b1"], s["W2"], s["b2"])[2] - s["target"]
-        _check_backward_case(mlp_backward, dout, s["x"], s["W1"], s["b1"], s["W2"], s["b2"])
-    with stage("backward: random batches"):
-        for N, I, F, O in ((6, 4, 4, 4), (8, 3, 7, 2), (1, 5, 6, 3)):
+        dout = _forward(*seed_net)[2] - s["target"]
+        _check_backward_case(mlp_backward, dout, *seed_net)
+    with stage("random batches, forward and backward"):
+        for N, I, F, O in ((5, 3, 4, 2), (6, 4, 4, 4), (8, 3, 7, 2), (1, 5, 6, 3)):
             x, W1, b1, W2, b2, dout = _random_net(rng, N, I, F, O)
+            _check_forward_case(mlp_forward, x, W1, b1, W2, b2)
             _check_backward_case(mlp_backward, dout, x, W1, b1, W2, b2)
     with stage("backward: a whole hidden unit dead, float32"):
         x, W1, b1, W2, b2, dout = _random_net(rng, 4, 3, 5, 2)
@@ -259,17 +276,22 @@ def _fork_backward(dy, x, W):
     return dy @ W.T + dy * (x > 0), x.T @ dy
 
 
-_ONE_PATH = ("x is used twice, so its gradient is the SUM of the two paths: "
-             "dx = dy @ W.T + dy * (x > 0). ")
+_TWO_USES = "x is used twice: each use sends back a gradient, and the two meet at x. "
+_IN_SEQUENCE = ("the two uses of x are side by side, not in sequence: add the paths, "
+                "don't multiply (the ReLU path does not come after x @ W)")
+_DW_HINT = ("W appears only in the path x @ W: its gradient is that of a linear layer without "
+            "bias (notebook 06), with the shape of W")
 
 
 def _fork_mistakes(dy, x, W):
     mask = x > 0
     dx = [
-        (dy @ W.T, _ONE_PATH + "Yours is the path through x @ W alone: the ReLU path is missing "
+        (dy @ W.T, _TWO_USES + "Yours is the path through x @ W alone: the ReLU path is missing "
                                "(or a second `dx = ...` line overwrote the first; use `+`)"),
-        (dy * mask, _ONE_PATH + "Yours is the ReLU path alone: the path through x @ W is missing "
+        (dy * mask, _TWO_USES + "Yours is the ReLU path alone: the path through x @ W is missing "
                                 "(or a second `dx = ...` line overwrote the first; use `+`)"),
+        ((dy @ W.T) * mask, _IN_SEQUENCE),
+        ((dy * mask) @ W.T, _IN_SEQUENCE),
         (dy @ W + dy * mask, "the path through x @ W gives dy @ W.T: W is transposed in the "
                              "backward pass"),
         (dy @ W.T + dy, "the ReLU path passes the gradient only where x > 0: "
@@ -279,8 +301,8 @@ def _fork_mistakes(dy, x, W):
         (dy @ W.T + np.maximum(dy, 0), "the ReLU mask comes from the forward input x, "
                                        "(x > 0), not from the gradient: relu(dy) is not "
                                        "relu's backward"),
-        (2 * dy @ W.T, _ONE_PATH + "Yours doubles the path through x @ W"),
-        (2 * dy * mask, _ONE_PATH + "Yours doubles the ReLU path"),
+        (2 * dy @ W.T, _TWO_USES + "Yours doubles the path through x @ W"),
+        (2 * dy * mask, _TWO_USES + "Yours doubles the ReLU path"),
     ]
     dW = [(dy.T @ x, "dW = x.T @ dy; you have its transpose"),
           (dy.T @ x + x.T @ dy, "dW = x.T @ dy: W appears only in x @ W, the ReLU path has no W"),
@@ -296,8 +318,8 @@ def _check_fork_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
     expect_shape(got[1], (C, C), what="dW", hint="dW has the shape of W; return (dx, dW)")
     _expect_float64(got, ["dx", "dW"], (dy, x, W))
     dx_m, dW_m = _fork_mistakes(dy, x, W)
-    diagnose(got[0], dx_want, dx_m, _ONE_PATH.strip(), what="dx", rtol=rtol, atol=atol)
-    diagnose(got[1], dW_want, dW_m, "dW = x.T @ dy", what="dW", rtol=rtol, atol=atol)
+    diagnose(got[0], dx_want, dx_m, _TWO_USES.strip(), what="dx", rtol=rtol, atol=atol)
+    diagnose(got[1], dW_want, dW_m, _DW_HINT, what="dW", rtol=rtol, atol=atol)
 
 
 @checker("Exercise 9.3", "a fork that accumulates")
@@ -308,10 +330,12 @@ def check_fork_backward(fork_backward):
         got = _tuple(_run(fork_backward, dy, x, W), ["dx", "dW"], "fork_backward(dy, x, W)")
         expect_shape(got[0], (5, 3), what="dx", hint="dx has the shape of x; return (dx, dW)")
         expect_shape(got[1], (3, 3), what="dW", hint="dW has the shape of W; return (dx, dW)")
-    with stage("hand-checkable case: W = 2 I"):
-        # dx = dy @ (2I).T + dy * (x > 0) = 2 dy + dy * mask: 3 dy where x > 0, 2 dy elsewhere
-        x = np.array([[1.0, -2.0], [-0.5, 3.0]])
-        _check_fork_case(fork_backward, np.array([[1.0, 1.0], [2.0, -1.0]]), x, 2.0 * np.eye(2))
+    with stage("hand-checkable case: W = [[1, 2], [0, -1]]"):
+        # dy @ W.T = [[3, -1], [0, 1]], dy * (x > 0) = [[1, 0], [0, -1]]: dx = [[4, -1], [0, 0]]
+        # ((dy @ W.T) * (x > 0), the paths chained, is [[3, 0], [0, 1]]);
+        # dW = [[0, 1.5], [4, -5]]
+        x, W = np.array([[1.0, -2.0], [-0.5, 3.0]]), np.array([[1.0, 2.0], [0.0, -1.0]])
+        _check_fork_case(fork_backward, np.array([[1.0, 1.0], [2.0, -1.0]]), x, W)
     with stage("random cases"):
         for N, C in ((4, 4), (7, 3), (1, 6)):
             _check_fork_case(fork_backward, rng.standard_normal((N, C)), rng.standard_normal((N, C)),
