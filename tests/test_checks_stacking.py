@@ -142,15 +142,53 @@ def _variant(**kw):
     (dict(pos_always=True), "the course model", "fixed table"),
     (dict(ln_f=False), "one switch at a time", "ln_f"),
     (dict(attn_bias_count=False), "one switch at a time", "b_q, b_k, b_v, b_o"),
+    (dict(ln_f_always=True), "the course model", "ln_f exists only in a pre-LN model"),
+    (dict(head_bias_always=True), "one switch at a time", "head.b exists only when head_bias=True"),
+    (dict(ffn_biases="b1"), "the course model", "only ffn.b1 is counted"),
+    (dict(ffn_biases="b2"), "the course model", "only ffn.b2 is counted"),
 ])
 def test_param_count_mistakes(mistake, stage, hint, capsys):
     assert_rejects(cl.checks.check_param_count, _variant(**mistake), capsys, stage, hint)
 
 
-def test_param_count_float_and_array(capsys):
-    assert_passes(cl.checks.check_param_count, lambda cfg: float(param_count(cfg)), capsys)
+def test_param_count_ffn_b2_names_both_explanations(capsys):
+    """With d_ff = 4 d_model, dropping ffn.b1 and dropping the LayerNorms give the same count."""
+    r = assert_rejects(cl.checks.check_param_count, _variant(ffn_biases="b2"), capsys,
+                       "the course model", "only ffn.b2 is counted")
+    assert "LayerNorm has parameters" in r.hint and " OR " in r.hint
+
+
+def test_param_count_prints_integers_and_the_difference(capsys):
+    r = assert_rejects(cl.checks.check_param_count, _variant(ln_f_always=True), capsys,
+                       "the course model", "ln_f")
+    assert "got 102,164, expected 102,036 (difference +128)" in r.message
+    assert "e+05" not in r.message and "index" not in r.message
+
+
+def test_param_count_unknown_mistake_gets_the_generic_hint(capsys):
+    r = assert_rejects(cl.checks.check_param_count, lambda cfg: param_count(cfg) - 3, capsys,
+                       "the course model", "count each once")
+    assert "(difference -3)" in r.message
+
+
+def test_param_count_accepts_numpy_integers(capsys):
+    assert_passes(cl.checks.check_param_count, lambda cfg: np.int64(param_count(cfg)), capsys)
+
+
+@pytest.mark.parametrize("bad", [lambda cfg: float(param_count(cfg)),
+                                 lambda cfg: np.float64(param_count(cfg)),
+                                 lambda cfg: param_count(cfg) / 1])
+def test_param_count_rejects_floats(bad, capsys):
+    r = assert_rejects(cl.checks.check_param_count, bad, capsys, "the course model",
+                       "Return an integer")
+    assert "integer was expected" in r.message
+
+
+def test_param_count_array_and_bool(capsys):
     r, out = run(cl.checks.check_param_count, lambda cfg: np.array([param_count(cfg)] * 2), capsys)
     assert not r.passed and "one number" in r.message
+    r, out = run(cl.checks.check_param_count, lambda cfg: True, capsys)
+    assert not r.passed and "boolean" in r.message
 
 
 # ---- Exercise 7.2: tied embedding gradient mistakes -----------------------------------------
@@ -208,20 +246,83 @@ def float32(dlogits, x, tokens, d_emb):
     return tied_embedding_grad(dlogits, x, tokens, d_emb).astype(np.float32)
 
 
+def last_position_only(dlogits, x, tokens, d_emb):
+    """The head's share from the scored position only."""
+    return head_only(dlogits[:, -1:], x[:, -1:], tokens, d_emb) + lookup_only(dlogits, x, tokens, d_emb)
+
+
+def assign_loop(dlogits, x, tokens, d_emb):
+    """dE[t] = d_emb[n] in a loop, after the head's share."""
+    dE = head_only(dlogits, x, tokens, d_emb)
+    for t, row in zip(tokens.reshape(-1), d_emb.reshape(-1, x.shape[-1])):
+        dE[t] = row
+    return dE
+
+
+def assign_loop_first(dlogits, x, tokens, d_emb):
+    """dE[t] = d_emb[n] in a loop into zeros, then the head's share added."""
+    dE = np.zeros((dlogits.shape[-1], x.shape[-1]))
+    for t, row in zip(tokens.reshape(-1), d_emb.reshape(-1, x.shape[-1])):
+        dE[t] = row
+    return dE + head_only(dlogits, x, tokens, d_emb)
+
+
+def d_emb_in_head(dlogits, x, tokens, d_emb):
+    """dlogits^T d_emb instead of dlogits^T x."""
+    return head_only(dlogits, d_emb, tokens, d_emb) + lookup_only(dlogits, x, tokens, d_emb)
+
+
+def zeros(dlogits, x, tokens, d_emb):
+    return np.zeros((dlogits.shape[-1], x.shape[-1]))
+
+
+HAND = "hand-checkable case: one sequence, distinct tokens"
+
+
 @pytest.mark.parametrize("fn, stage, hint", [
-    (head_only, "shapes", "only the head's path"),
-    (lookup_only, "shapes", "only the embedding's path"),
+    (head_only, HAND, "only the head's path"),
+    (lookup_only, HAND, "only the embedding's path"),
     (overwrite, "repeated tokens", "accumulate"),
+    (assign_loop_first, "repeated tokens", "accumulate"),
+    (assign_loop, HAND, "`=` overwrites: use `+=`"),
+    (last_position_only, HAND, "not only the scored one"),
+    (d_emb_in_head, HAND, "not by d_emb"),
     (transposed, "shapes", "dlogits^T x, not x^T dlogits"),
     (transposed_square, "square case V = C (a transposed share has the right shape)", "transposed"),
     (per_batch, "shapes", "sum over the batch"),
-    (first_only, "shapes", "first sequence"),
-    (averaged, "shapes", "do not average"),
+    (first_only, "a batch of sequences", "first sequence"),
+    (averaged, HAND, "do not average"),
     (in_place, "shapes", "d_emb"),
-    (float32, "shapes", "dtype problem"),
+    (float32, "repeated tokens", "dtype problem"),
+    (zeros, HAND, "derivation of Exercise 7.1"),
 ])
 def test_tied_mistakes(fn, stage, hint, capsys):
     assert_rejects(cl.checks.check_tied_embedding_grad, fn, capsys, stage, hint)
+
+
+def test_tied_shapes_stage_checks_only_the_shape(capsys):
+    """Any (V, C) array passes the first stage; the values are first compared on the hand case."""
+    assert_rejects(cl.checks.check_tied_embedding_grad, zeros, capsys, HAND, "Exercise 7.1")
+
+
+def test_tied_default_hint_does_not_give_the_solution():
+    hint = checks_stacking._TIED_HINT
+    assert "Exercise 7.1" in hint
+    for part in ("dlogits^T", "scatter", "add.at", "x^T", "d_emb"):
+        assert part not in hint, part
+
+
+def test_tied_mistakes_are_all_reachable():
+    """No two known mistakes give the same array on a repeated-token batch: every hint can show.
+    (V = C, so that the transposed mistake can be formed too.)"""
+    rng = np.random.default_rng(0)
+    case = checks_stacking._tied_case(rng, 2, 6, 4, 4, tokens=[[1, 1, 2, 1, 0, 2], [3, 3, 1, 0, 0, 2]])
+    arrays = [np.asarray(w() if callable(w) else w) for w, _ in checks_stacking._tied_mistakes(*case)]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert a.shape != b.shape or not np.allclose(a, b)
+    hints = [h for _, h in checks_stacking._tied_mistakes(*case)]
+    assert len(set(hints)) == len(hints)
 
 
 def test_reference_solutions_match_the_notebook(capsys):

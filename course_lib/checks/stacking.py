@@ -17,14 +17,16 @@ __all__ = ["check_param_count", "check_tied_embedding_grad"]
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 7.2: the parameter count of a configuration
+# Exercise 7.3: the parameter count of a configuration
 # ----------------------------------------------------------------------------------------
 
 def _count(cfg, *, biases=True, ln_per_block=2, head_bias_when_tied=False, pos_always=False,
-           ln_f=True, attn_heads=None, head_w_when_tied=False, attn_bias_count=True):
+           ln_f=True, attn_heads=None, head_w_when_tied=False, attn_bias_count=True,
+           ln_f_always=False, head_bias_always=False, ffn_biases="both"):
     """Parameters of cfg (the ablation switches use_* are taken as True), with optional mistakes.
 
     attn_heads: None (right, 4 C^2), "per_head" (4 C D) or "times_heads" (4 H C^2).
+    ffn_biases: "both" (right), "b1" or "b2" (only that one counted).
     """
     V, T, C, H, L, F = (cfg.vocab_size, cfg.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers,
                         cfg.d_ff)
@@ -34,13 +36,14 @@ def _count(cfg, *, biases=True, ln_per_block=2, head_bias_when_tied=False, pos_a
     attn = {None: 4 * C * C, "per_head": 4 * C * (C // H), "times_heads": 4 * H * C * C}[attn_heads]
     if cfg.attn_bias and attn_bias_count:
         attn += 4 * C                                     # b_q b_k b_v b_o
-    ffn = C * F + F * C + ((F + C) if biases else 0)      # w1 b1 w2 b2
+    ffn_b = {"both": F + C, "b1": F, "b2": C}[ffn_biases]
+    ffn = C * F + F * C + (ffn_b if biases else 0)        # w1 b1 w2 b2
     ln = 2 * C                                            # gamma, beta
     n += L * (attn + ffn + ln_per_block * ln)
-    if cfg.norm == "pre" and ln_f:
+    if (cfg.norm == "pre" and ln_f) or ln_f_always:
         n += ln                                           # ln_f
     if not cfg.tie_embeddings:
-        n += C * V + (V if cfg.head_bias and biases else 0)
+        n += C * V + (V if (cfg.head_bias or head_bias_always) and biases else 0)
     else:
         n += (C * V if head_w_when_tied else 0) + (V if head_bias_when_tied else 0)
     return n
@@ -51,6 +54,14 @@ _PARAM_MISTAKES = [
                          "untied head has head.b with vocab_size entries (when head_bias=True)"),
     (dict(ln_per_block=1), "each block has TWO LayerNorms, ln1 (around attention) and ln2 (around the "
                            "FFN), each with gamma and beta of d_model entries"),
+    (dict(ffn_biases="b1"), "the FFN has two biases: ffn.b1 after w1 (d_ff entries) and ffn.b2 after "
+                            "w2 (d_model entries); only ffn.b1 is counted"),
+    (dict(ffn_biases="b2"), "the FFN has two biases: ffn.b1 after w1 (d_ff entries) and ffn.b2 after "
+                            "w2 (d_model entries); only ffn.b2 is counted"),
+    (dict(ln_f_always=True), "ln_f exists only in a pre-LN model (norm='pre'): a post-LN block already "
+                             "ends with its ln2, so there is no final LayerNorm to count"),
+    (dict(head_bias_always=True), "head.b exists only when head_bias=True: with head_bias=False the "
+                                  "untied head has head.w alone"),
     (dict(attn_bias_count=False), "with attn_bias=True, each of the four projections has a bias of "
                                   "d_model entries: b_q, b_k, b_v, b_o"),
     (dict(ln_per_block=0), "LayerNorm has parameters: gamma and beta, d_model each, twice per block "
@@ -72,6 +83,9 @@ _PARAM_MISTAKES = [
                        "d_model each)"),
 ]
 
+_DEFAULT_COUNT_HINT = ("go through the parameters of the table, name by name, with the shape each has "
+                       "(notebooks 02-06), and count each once, for this configuration's switches")
+
 
 def _describe(cfg):
     return (f"ModelConfig(vocab_size={cfg.vocab_size}, seq_len={cfg.seq_len}, d_model={cfg.d_model}, "
@@ -80,18 +94,45 @@ def _describe(cfg):
             f"attn_bias={cfg.attn_bias}, head_bias={cfg.head_bias})")
 
 
-def _check_count(param_count, cfg):
-    got = call(param_count, cfg)
+def _as_count(got):
+    """The learner's count as a Python int, or a failure that says why it is not one."""
     if got is None:
         raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
-    value = as_array(got, "your count")
-    if value.shape != ():
-        raise CheckFailed(f"your count has shape {value.shape}, but one number was expected",
-                          hint="add up the sizes of all parameters into one integer")
+    if isinstance(got, np.ndarray) and got.shape == ():
+        got = got[()]
+    if isinstance(got, (bool, np.bool_)):
+        raise CheckFailed(f"your function returned {got!r}, a boolean, but a count was expected",
+                          hint="return the number of parameters, an integer")
+    if isinstance(got, (int, np.integer)):
+        return int(got)
+    if isinstance(got, (float, np.floating)):
+        raise CheckFailed(f"your count is {_short_value(got)}, a {type(got).__name__}, but an "
+                          f"integer was expected",
+                          hint="Return an integer: a count is a whole number. Drop the float(...) "
+                               "and use integer arithmetic (`*`, `+`, `//`, not `/`)")
+    if isinstance(got, (list, tuple, np.ndarray)):
+        raise CheckFailed(f"your count is a {type(got).__name__} ({_short_value(got)}), but one "
+                          f"number was expected", hint="add up the sizes of all parameters into one "
+                                                       "integer")
+    raise CheckFailed(f"your count is {_short_value(got)} ({type(got).__name__}), but one integer "
+                      f"was expected", hint="return the number of parameters, an integer")
+
+
+def _short_value(value, width=40):
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _check_count(param_count, cfg):
+    got = _as_count(call(param_count, cfg))
     want = _count(cfg)
-    mistakes = [(_count(cfg, **m), hint) for m, hint in _PARAM_MISTAKES if _count(cfg, **m) != want]
-    diagnose(value, want, mistakes, "count each parameter of the table (name: shape) once, for this "
-             "configuration's switches", what=f"your count for {_describe(cfg)}", rtol=0, atol=0.5)
+    if got == want:
+        return
+    hints = [h for m, h in _PARAM_MISTAKES if _count(cfg, **m) == got]
+    hint = (_DEFAULT_COUNT_HINT if not hints else hints[0] if len(hints) == 1 else
+            "this count is what either of these mistakes gives: " + " -- OR -- ".join(hints))
+    raise CheckFailed(f"your count for {_describe(cfg)}: got {got:,}, expected {want:,} "
+                      f"(difference {got - want:+,})", hint=hint)
 
 
 _BASE = ModelConfig()     # the course model (deep_dive)
@@ -120,7 +161,7 @@ def check_param_count(param_count):
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 7.3: the gradient of a tied embedding
+# Exercise 7.2: the gradient of a tied embedding
 # ----------------------------------------------------------------------------------------
 
 def _head_path(dlogits, x):
@@ -142,8 +183,19 @@ def _embedding_path_overwrite(tokens, d_emb, V):
     return out
 
 
-_TIED_HINT = ("d tok_emb has two parts that add: the head's, dlogits^T x summed over every (b, t), "
-              "and the embedding's, the scatter-add of d_emb into the rows of the tokens")
+def _assigned_after(base, tokens, d_emb):
+    """The `=` mistake: dE[t] = d_emb[n] in a loop, after the head's share: the row is replaced."""
+    out = base.copy()
+    for t, row in zip(tokens.reshape(-1), d_emb.reshape(-1, d_emb.shape[-1])):
+        out[t] = row
+    return out
+
+
+_TIED_HINT = ("go back to the derivation of Exercise 7.1 (part 3) and code its result term by term; "
+              "check each term on its own: it must have tok_emb's shape (V, C) and sum over every "
+              "sequence b and position t")
+_TIED_SHAPE_HINT = ("a gradient has the shape of its parameter: tok_emb is (V, C), and so is each "
+                    "term of Exercise 7.1")
 
 
 def _tied_mistakes(dlogits, x, tokens, d_emb):
@@ -152,13 +204,21 @@ def _tied_mistakes(dlogits, x, tokens, d_emb):
     return [
         (head, "only the head's path: add the embedding's share too, the scatter-add of d_emb into "
                "the rows of the tokens (tok_emb is used twice, so its gradient has two terms)"),
-        (emb, "only the embedding's path: add the head's share too, dlogits^T x summed over the "
-              "positions (logits = x @ tok_emb.T uses tok_emb a second time)"),
+        (emb, "only the embedding's path: add the head's share too (logits = x @ tok_emb.T uses "
+              "tok_emb a second time)"),
+        (lambda: _assigned_after(head, tokens, d_emb),
+         "`=` overwrites: use `+=`. `dE[t] = d_emb[n]` replaces what the row already holds (the "
+         "head's share, and the rows of earlier occurrences of the same token)"),
         (lambda: head + _embedding_path_overwrite(tokens, d_emb, V),
-         "a repeated token must accumulate: `dE[tokens] += d_emb` keeps only one of the repeated rows; "
-         "use np.add.at(dE, tokens, d_emb) or a loop over positions"),
-        (lambda: _embedding_path_overwrite(tokens, d_emb, V) + head,
-         "use np.add.at for the scatter-add (repeated tokens must accumulate)"),
+         "a repeated token must accumulate: `dE[tokens] += d_emb` (fancy indexing) or "
+         "`dE[t] = d_emb[n]` in a loop keeps only one of the repeated rows; use "
+         "np.add.at(dE, tokens, d_emb), or `+=` in a loop over positions"),
+        (lambda: _head_path(dlogits[:, -1:], x[:, -1:]) + emb,
+         "sum the head's share over every position, not only the scored one: the head computes "
+         "logits at every position, and dlogits is given at all of them"),
+        (lambda: _head_path(dlogits, d_emb) + emb,
+         "the head's share multiplies dlogits by the head's input x, not by d_emb: in "
+         "logits = x @ tok_emb.T the factor next to tok_emb is x (X_L of Exercise 7.1)"),
         (lambda: _head_path(dlogits, x).T + emb, "the head's share is transposed: logits = x @ E.T, so "
                                                  "dE = dlogits^T x has E's shape (V, C), not x^T dlogits"),
         (lambda: 0.5 * (head + emb), "the two paths add; do not average them"),
@@ -172,7 +232,8 @@ def _tied_mistakes(dlogits, x, tokens, d_emb):
     ]
 
 
-def _check_tied_case(fn, dlogits, x, tokens, d_emb):
+def _tied_result(fn, dlogits, x, tokens, d_emb):
+    """Call fn and check the shape of its result only; returns the result."""
     V, C = dlogits.shape[-1], x.shape[-1]
     got = call(fn, dlogits, x, tokens, d_emb)
     if got is None:
@@ -186,8 +247,13 @@ def _check_tied_case(fn, dlogits, x, tokens, d_emb):
     if arr.shape == (B, V, C) and B > 1:
         raise CheckFailed(f"your d tok_emb has shape {arr.shape}, expected (V, C) = {(V, C)}",
                           hint="sum over the batch axis as well: every sequence adds to the same tok_emb")
-    expect_shape(got, (V, C), "your d tok_emb", hint=_TIED_HINT)
-    want = _head_path(dlogits, x) + _embedding_path(tokens, d_emb, V)
+    expect_shape(got, (V, C), "your d tok_emb", hint=_TIED_SHAPE_HINT)
+    return got
+
+
+def _check_tied_case(fn, dlogits, x, tokens, d_emb):
+    got = _tied_result(fn, dlogits, x, tokens, d_emb)
+    want = _head_path(dlogits, x) + _embedding_path(tokens, d_emb, dlogits.shape[-1])
     diagnose(got, want, _tied_mistakes(dlogits, x, tokens, d_emb), _TIED_HINT, what="your d tok_emb",
              rtol=1e-10, atol=1e-12)       # float64 sums; a float32 result is named as such
 
@@ -202,13 +268,13 @@ def _tied_case(rng, B, T, V, C, tokens=None):
 @checker("Exercise 7.2", "tied embedding gradient")
 def check_tied_embedding_grad(tied_grad):
     rng = np.random.default_rng(73)
-    with stage("shapes"):
-        _check_tied_case(tied_grad, *_tied_case(rng, 2, 3, 7, 4, tokens=[[0, 1, 2], [3, 4, 5]]))
+    with stage("shapes"):          # the shape only: values start with the hand case
+        _tied_result(tied_grad, *_tied_case(rng, 2, 3, 7, 4, tokens=[[0, 1, 2], [3, 4, 5]]))
     with stage("hand-checkable case: one sequence, distinct tokens"):
-        dlogits = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]])      # (1, 2, 3)
+        dlogits = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]]])      # (1, 2, 3)
         x = np.array([[[1.0, 2.0], [3.0, 4.0]]])                      # (1, 2, 2)
         d_emb = np.array([[[10.0, 20.0], [30.0, 40.0]]])              # (1, 2, 2)
-        _check_tied_case(tied_grad, dlogits, x, np.array([[2, 0]]), d_emb)
+        _check_tied_case(tied_grad, dlogits, x, np.array([[2, 0]]), d_emb)   # token 1 unused
     with stage("repeated tokens"):
         _check_tied_case(tied_grad, *_tied_case(rng, 1, 6, 4, 3, tokens=[[1, 1, 2, 1, 0, 2]]))
     with stage("a batch of sequences"):
