@@ -56,6 +56,9 @@ class Block:
         The two lines again, last first. dy is always the gradient of the sublayer's output y.
         """
         cfg, rows = self.config, s["rows"]
+        if dy.shape != s["output"].shape:   # the kernels index by the saved shapes
+            raise ValueError(f"Block.backward: dy has shape {dy.shape}, but this block's output was "
+                             f"{s['output'].shape}: is it the gradient of this block's output?")
         post = cfg.norm == "post"
         if cfg.use_ffn:
             if post:    # y = LN2(r),  r = x + FFN(x)

@@ -310,3 +310,25 @@ def test_cross_entropy_with_no_scored_row_is_zero_in_the_kernel_and_its_twin():
                               (numpy_ref.cross_entropy_forward, numpy_ref.cross_entropy_backward)):
         loss, probs = forward(logits, targets)
         assert loss == 0.0 and not np.any(backward(probs, targets))
+
+
+@pytest.mark.parametrize("call", [
+    lambda r: K.linear_backward(r((1, 4)), r((8, 3)), r((3, 4)), True),        # dy of another batch
+    lambda r: K.linear_backward(r((8, 5)), r((8, 3)), r((3, 4)), True),        # dy of another width
+    lambda r: K.linear_forward(r((8, 3)), r((3, 4)), r((5,))),                 # bias of another width
+    lambda r: K.layernorm_forward(r((8, 4)), r((5,)), r((4,)), 1e-5),
+    lambda r: K.layernorm_backward(r((1, 4)), r((8, 4)), r((8,)), r((4,))),
+])
+def test_kernels_refuse_shapes_that_do_not_fit_instead_of_reading_past_an_array(call):
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="must|do not fit"):
+        call(lambda shape: rng.standard_normal(shape))
+
+
+def test_block_backward_names_a_gradient_of_the_wrong_shape(batch):
+    import course_lib as cl
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    model.forward(batch[0])
+    s = model.saved["blocks"][0]
+    with pytest.raises(ValueError, match="Block.backward: dy has shape"):
+        model.blocks[0].backward(np.ones((1, 64), np.float32), s, {})

@@ -16,6 +16,8 @@ def layernorm_forward(x, gamma, beta, eps):
     NumPy twin: numpy_ref.layernorm_forward.
     """
     N, C = x.shape
+    if gamma.shape[0] != C or beta.shape[0] != C:
+        raise ValueError("layernorm_forward: gamma and beta must have C entries, x (N, C)")
     f = x.dtype.type
     inv_c = f(1.0 / C)
     y = np.empty_like(x)
@@ -48,6 +50,8 @@ def layernorm_backward(dy, xhat, rstd, gamma):
     NumPy twin: numpy_ref.layernorm_backward.
     """
     N, C = dy.shape
+    if xhat.shape != dy.shape or rstd.shape[0] != N or gamma.shape[0] != C:
+        raise ValueError("layernorm_backward: dy and xhat must be (N, C), rstd (N,), gamma (C,)")
     f = dy.dtype.type
     C_float = f(C)          # C in dy's precision: the loop stays in float32
     dx = np.empty_like(dy)

@@ -16,6 +16,8 @@ def linear_forward(x, w, b):
     """
     y = matmul(x, w)
     if b is not None:
+        if b.shape[0] != w.shape[1]:
+            raise ValueError("linear_forward: b must have O entries, w (I, O)")
         for n in range(y.shape[0]):
             for o in range(y.shape[1]):
                 y[n, o] += b[o]

@@ -70,6 +70,8 @@ def _matmul_into_numpy_blas(a, b, out):
     unit-stride rows (a C-contiguous array or a block of its columns); a and b may also be transposes of such."""
     M, K = a.shape
     N = b.shape[1]
+    if b.shape[0] != K or out.shape[0] != M or out.shape[1] != N:
+        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
     if M == 0 or N == 0:
         return
     if K == 0:
@@ -100,6 +102,8 @@ def _matmul_numba(a, b):
 @kernel
 def _matmul_into_numba(a, b, out):
     """out[...] = a @ b through Numba."""
+    if a.shape[1] != b.shape[0] or out.shape[0] != a.shape[0] or out.shape[1] != b.shape[1]:
+        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
     out[...] = _matmul_numba(a, b)
 
 
