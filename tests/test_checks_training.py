@@ -1,0 +1,353 @@
+"""Checkers of notebook 11 (training): they pass the reference solutions and a loop version,
+and reject realistic learner bugs at the right stage, with a hint that names the bug."""
+import numpy as np
+import pytest
+
+import course_lib as cl
+
+
+# ---- the reference solutions: the code of the notebook's solution regions ------------------
+
+def sgd_momentum_step(param, grad, velocity, lr, momentum):
+    new_velocity = momentum * velocity + grad
+    new_param = param - lr * new_velocity
+    return new_param, new_velocity
+
+
+def adam_step(param, grad, m, v, t, lr, betas, eps):
+    beta1, beta2 = betas
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad ** 2
+    m_hat = m / (1 - beta1 ** t)
+    v_hat = v / (1 - beta2 ** t)
+    new_param = param - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return new_param, m, v
+
+
+def clip_by_global_norm(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    scale = max_norm / norm if norm > max_norm else 1.0
+    return {name: g * scale for name, g in grads.items()}, norm
+
+
+# ---- loop versions (one entry at a time): same numbers, another formulation ----------------
+
+def sgd_momentum_loop(param, grad, velocity, lr, momentum):
+    p, vel = np.empty_like(param), np.empty_like(velocity)
+    for i in np.ndindex(param.shape):
+        vel[i] = momentum * velocity[i] + grad[i]
+        p[i] = param[i] - lr * vel[i]
+    return p, vel
+
+
+def adam_loop(param, grad, m, v, t, lr, betas, eps):
+    b1, b2 = betas
+    p, m1, v1 = np.empty_like(param), np.empty_like(m), np.empty_like(v)
+    for i in np.ndindex(param.shape):
+        m1[i] = b1 * m[i] + (1 - b1) * grad[i]
+        v1[i] = b2 * v[i] + (1 - b2) * grad[i] * grad[i]
+        p[i] = param[i] - lr * (m1[i] / (1 - b1 ** t)) / (np.sqrt(v1[i] / (1 - b2 ** t)) + eps)
+    return p, m1, v1
+
+
+def clip_loop(grads, max_norm):
+    total = 0.0
+    for g in grads.values():
+        for x in g.ravel():
+            total += float(x) ** 2
+    norm = total ** 0.5
+    out = {}
+    for k, g in grads.items():
+        out[k] = g.copy()
+        if norm > max_norm:
+            out[k] = g * (max_norm / (norm + 1e-6))     # course_lib's form: passes as well
+    return out, norm
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def run(check, fn, capsys):
+    result = check(fn)
+    return result, capsys.readouterr().out
+
+
+def assert_passes(check, fn, capsys):
+    result, out = run(check, fn, capsys)
+    assert result.passed and result.done, out
+    assert out.startswith("✓ Exercise 11.") and "stages passed" in out
+    return result
+
+
+def assert_rejects(check, fn, capsys, hint_part, stage=None, message_part=None):
+    result, out = run(check, fn, capsys)
+    assert not result.passed and result.done, out
+    assert out.startswith("✗ Exercise 11.") and "Traceback" not in out, out
+    if stage is not None:
+        assert result.stage == stage, (result.stage, out)
+    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
+    if message_part is not None:
+        assert message_part in result.message, (result.message, out)
+    return result
+
+
+MOMENTUM = cl.checks.check_sgd_momentum_step
+ADAM = cl.checks.check_adam_step
+CLIP = cl.checks.check_clip_by_global_norm
+HAND = {MOMENTUM: "hand-checkable case",
+        ADAM: "hand-checkable case: the first step (t = 1, m = v = 0)",
+        CLIP: "hand-checkable case: norm 2.5, max_norm 1 (question 33 of the Deep Dive)"}
+FIRST = {MOMENTUM: "returns (new_param, new_velocity), shaped like param",
+         ADAM: "returns (new_param, m, v), each shaped like param",
+         CLIP: "returns (clipped, norm): a dict like grads and one number"}
+
+
+@pytest.mark.parametrize("check, fn", [(MOMENTUM, sgd_momentum_step), (MOMENTUM, sgd_momentum_loop),
+                                       (ADAM, adam_step), (ADAM, adam_loop),
+                                       (CLIP, clip_by_global_norm), (CLIP, clip_loop)])
+def test_reference_and_loop_versions_pass(check, fn, capsys):
+    assert_passes(check, fn, capsys)
+
+
+def test_checkers_are_listed_and_labelled():
+    from course_lib.checks import training
+    assert set(training.__all__) == {"check_sgd_momentum_step", "check_adam_step",
+                                     "check_clip_by_global_norm"}
+    for name in training.__all__:
+        assert getattr(cl.checks, name) is getattr(training, name)
+
+
+# ---- Exercise 11.2: momentum mistakes --------------------------------------------------------
+
+def _momentum_ema(param, grad, velocity, lr, momentum):
+    vel = momentum * velocity + (1 - momentum) * grad
+    return param - lr * vel, vel
+
+
+def _momentum_classic(param, grad, velocity, lr, momentum):
+    vel = momentum * velocity - lr * grad
+    return param + vel, vel
+
+
+def _momentum_old_velocity(param, grad, velocity, lr, momentum):
+    return param - lr * velocity, momentum * velocity + grad
+
+
+def _momentum_uphill(param, grad, velocity, lr, momentum):
+    vel = momentum * velocity + grad
+    return param + lr * vel, vel
+
+
+def _momentum_returns_old(param, grad, velocity, lr, momentum):
+    vel = momentum * velocity + grad
+    return param - lr * vel, velocity
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (_momentum_ema, "(1 - momentum)"),
+    (_momentum_classic, "momentum * velocity - lr * grad"),
+    (_momentum_old_velocity, "OLD velocity"),
+    (_momentum_uphill, "uphill"),
+    (_momentum_returns_old, "NEW velocity"),
+])
+def test_momentum_mistakes_are_named(fn, hint, capsys):
+    assert_rejects(MOMENTUM, fn, capsys, hint, stage=HAND[MOMENTUM])
+
+
+# ---- Exercise 11.3: Adam mistakes ------------------------------------------------------------
+
+def _adam_variant(correct=(True, True), offset=0, inside=False, raw_state=True, swap=False,
+                  v_linear=False, no_c1=False):
+    def adam(param, grad, m, v, t, lr, betas, eps):
+        b1, b2 = betas[::-1] if swap else betas
+        m = b1 * m + (grad if no_c1 else (1 - b1) * grad)
+        v = b2 * v + (1 - b2) * (grad if v_linear else grad ** 2)
+        tt = t + offset
+        m_hat = m / (1 - b1 ** tt) if correct[0] else m
+        v_hat = v / (1 - b2 ** tt) if correct[1] else v
+        denom = np.sqrt(v_hat + eps) if inside else np.sqrt(v_hat) + eps
+        new = param - lr * m_hat / denom
+        return (new, m, v) if raw_state else (new, m_hat, v_hat)
+    return adam
+
+
+def _adam_t_from_zero_python(param, grad, m, v, t, lr, betas, eps):
+    b1, b2 = (float(b) for b in betas)
+    m = b1 * m + (1 - b1) * grad
+    v = b2 * v + (1 - b2) * grad ** 2
+    c1, c2 = 1 / (1 - b1 ** (t - 1)), 1 / (1 - b2 ** (t - 1))      # ZeroDivisionError at t = 1
+    return param - lr * m * c1 / (np.sqrt(v * c2) + eps), m, v
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (_adam_variant(correct=(False, False)), "no bias correction"),
+    (_adam_variant(correct=(True, False)), "only m is bias-corrected"),
+    (_adam_variant(correct=(False, True)), "only v is bias-corrected"),
+    (_adam_variant(offset=1), "uses t + 1"),
+    (_adam_variant(offset=-1), "1 - beta ** 0 = 0"),
+    (_adam_t_from_zero_python, "1 - beta ** 0 = 0"),
+    (_adam_variant(raw_state=False), "raw moment m"),
+    (_adam_variant(swap=True), "swapped"),
+    (_adam_variant(v_linear=True), "SQUARED"),
+    (_adam_variant(no_c1=True), "(1 - beta1) factor"),
+])
+def test_adam_mistakes_are_named_at_the_first_step(fn, hint, capsys):
+    assert_rejects(ADAM, fn, capsys, hint, stage=HAND[ADAM])
+
+
+def test_adam_eps_inside_the_root_is_named(capsys):
+    # at the first step with eps = 1e-8 the two forms agree to 1e-6 except for tiny gradients;
+    # the random cases use eps = 1e-3, where they differ
+    assert_rejects(ADAM, _adam_variant(inside=True), capsys, "eps is inside the square root",
+                   stage="random cases (t = 2, 10, 1000; eps = 1e-3 so that where eps sits shows)")
+
+
+# ---- Exercise 11.4: clipping mistakes --------------------------------------------------------
+
+def _clip_elementwise(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    return {k: np.clip(g, -max_norm, max_norm) for k, g in grads.items()}, norm
+
+
+def _clip_per_array(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    out = {}
+    for k, g in grads.items():
+        n = np.sqrt(np.sum(g ** 2))
+        out[k] = g * (max_norm / n) if n > max_norm else g
+    return out, norm
+
+
+def _clip_always(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    return {k: g * max_norm / norm for k, g in grads.items()}, norm
+
+
+def _clip_norm_after(grads, max_norm):
+    clipped, norm = clip_by_global_norm(grads, max_norm)
+    return clipped, min(norm, max_norm)
+
+
+def _clip_sum_of_norms(grads, max_norm):
+    clipped, _ = clip_by_global_norm(grads, max_norm)
+    return clipped, sum(np.sqrt(np.sum(g ** 2)) for g in grads.values())
+
+
+@pytest.mark.parametrize("fn, hint, stage", [
+    (_clip_elementwise, "each entry was clipped", "hand"),
+    (_clip_per_array, "its own norm", "hand"),
+    (_clip_always, "clip only if norm > max_norm", "random cases, above and below max_norm"),
+    (_clip_norm_after, "BEFORE clipping", "hand"),
+    (_clip_sum_of_norms, "not the sum of the arrays' norms", "hand"),
+])
+def test_clip_mistakes_are_named(fn, hint, stage, capsys):
+    assert_rejects(CLIP, fn, capsys, hint, stage=HAND[CLIP] if stage == "hand" else stage)
+
+
+# ---- inputs changed in place ----------------------------------------------------------------
+
+def _momentum_in_place(param, grad, velocity, lr, momentum):
+    velocity *= momentum
+    velocity += grad
+    return param - lr * velocity, velocity
+
+
+def _adam_in_place(param, grad, m, v, t, lr, betas, eps):
+    new, m1, v1 = adam_step(param, grad, m, v, t, lr, betas, eps)
+    m[...] = m1
+    return new, m, v1
+
+
+def _adam_param_in_place(param, grad, m, v, t, lr, betas, eps):
+    new, m1, v1 = adam_step(param, grad, m, v, t, lr, betas, eps)
+    param -= param - new
+    return param, m1, v1
+
+
+def _clip_in_place(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    if norm > max_norm:
+        for g in grads.values():
+            g *= max_norm / norm
+    return grads, norm
+
+
+@pytest.mark.parametrize("check, fn, name", [
+    (MOMENTUM, _momentum_in_place, "`velocity`"),
+    (ADAM, _adam_in_place, "`m`"),
+    (ADAM, _adam_param_in_place, "`param`"),
+    (CLIP, _clip_in_place, "`grads['w']`"),
+])
+def test_in_place_changes_are_named(check, fn, name, capsys):
+    result, out = run(check, fn, capsys)
+    assert not result.passed and result.stage == FIRST[check], out
+    assert f"changed its input {name} in place" in result.message \
+        or f"changed {name} in place" in result.message, out
+
+
+# ---- float32 is a dtype problem, even within the tolerance ----------------------------------
+
+def _f32(fn):
+    def wrapped(*args):
+        args = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in args]
+        return tuple(r.astype(np.float32) for r in fn(*args))
+    return wrapped
+
+
+def _clip_f32(grads, max_norm):
+    clipped, norm = clip_by_global_norm({k: g.astype(np.float32) for k, g in grads.items()}, max_norm)
+    return clipped, norm
+
+
+@pytest.mark.parametrize("check, fn", [(MOMENTUM, _f32(sgd_momentum_step)), (ADAM, _f32(adam_step)),
+                                       (CLIP, _clip_f32)])
+def test_float32_is_named(check, fn, capsys):
+    result = assert_rejects(check, fn, capsys, "dtype problem", stage=FIRST[check])
+    assert "float32" in result.message
+
+
+# ---- odd returns and stubs ------------------------------------------------------------------
+
+ARGS = {MOMENTUM: 5, ADAM: 8, CLIP: 2}
+
+
+def _returning(check, value):
+    n = ARGS[check]
+    if n == 5:
+        return lambda param, grad, velocity, lr, momentum: value(param)
+    if n == 8:
+        return lambda param, grad, m, v, t, lr, betas, eps: value(param)
+    return lambda grads, max_norm: value(grads)
+
+
+@pytest.mark.parametrize("check", [MOMENTUM, ADAM, CLIP])
+@pytest.mark.parametrize("value, text", [
+    (lambda x: None, "None"),
+    (lambda x: "done", "str"),
+    (lambda x: (np.zeros((7, 7)),) * 3 if not isinstance(x, dict) else ({"w": np.zeros(9)}, 1.0),
+     "shape"),
+])
+def test_odd_returns_fail_cleanly(check, value, text, capsys):
+    result, out = run(check, _returning(check, value), capsys)
+    assert not result.passed and result.done and result.stage == FIRST[check], out
+    assert "Traceback" not in out and result.hint
+
+
+def test_wrong_number_of_returned_values(capsys):
+    result, out = run(ADAM, lambda param, grad, m, v, t, lr, betas, eps: (param, m), capsys)
+    assert not result.passed and "returned 2 values, expected 3" in result.message, out
+
+
+@pytest.mark.parametrize("check", [MOMENTUM, ADAM, CLIP])
+def test_stub_is_not_done(check, capsys):
+    def stub(*args):
+        raise NotImplementedError
+    result, out = run(check, stub, capsys)
+    assert not result.passed and not result.done
+    assert "not done yet" in out
+
+
+def test_a_crash_is_reported_not_raised(capsys):
+    def broken(param, grad, velocity, lr, momentum):
+        return param @ np.ones((99, 2)), velocity
+    result, out = run(MOMENTUM, broken, capsys)
+    assert not result.passed and "raised ValueError" in result.message, out
