@@ -174,3 +174,207 @@ def test_model_changes_params(capsys):
 def test_model_returns_none(capsys):
     result, out = run(cl.checks.check_model_backward, lambda m: None, capsys)
     assert not result.passed and "return grads" in (result.hint or "")
+
+
+# ----- what the exercises rebuild is withheld while the learner's function runs ------------------
+
+def test_block_backward_withheld(capsys):
+    from course_lib.block import Block
+
+    def fn(dy, cache, params):       # course_lib's block instead of the stations
+        C, F = dy.shape[1], params["ffn.w1"].shape[1]
+        B, T = cache["attn.qkv"].shape[:2]
+        cfg = cl.ModelConfig(vocab_size=20, seq_len=T, d_model=C, n_heads=2, n_layers=1,
+                             d_ff=F, dtype="float64")
+        grads = {}
+        dx = Block(0, cfg, {"blocks.0." + k: v for k, v in params.items()},
+                   cl.kernels).backward(dy, cache, grads)
+        return dx, {k[len("blocks.0."):]: v for k, v in grads.items()}
+    original = Block.backward
+    assert_rejects(cl.checks.check_block_backward, fn, capsys, "write the stations yourself",
+                   stage="returns")
+    assert Block.backward is original
+
+
+@pytest.mark.parametrize("body", [
+    lambda m: m.backward(),
+    lambda m: cl.Transformer.backward(m),
+    lambda m: m._blocks_backward(None, 1, 1, m.saved, {}),
+    lambda m: m._head_backward(None, m.saved["final"], {}),
+])
+def test_model_backward_withheld(body, capsys):
+    from course_lib.model import Transformer
+    originals = [Transformer.__dict__[n] for n in ("backward", "_head_backward",
+                                                   "_blocks_backward")]
+    assert_rejects(cl.checks.check_model_backward, body, capsys,
+                   "model.backward is what you are rebuilding", stage="returns")
+    assert [Transformer.__dict__[n] for n in ("backward", "_head_backward",
+                                              "_blocks_backward")] == originals
+    model = cl.Transformer(cl.presets.deep_dive(), seed=0)
+    model.loss(*cl.task.make_dataset([("Max", (1, 6, 2))]))
+    assert "tok_emb" in model.backward()        # restored
+
+
+# ----- named mistakes of the block ----------------------------------------------------------------
+
+@pytest.mark.parametrize("gammas, hint", [
+    ({"ln2": None}, "LN2's gamma is missing"),
+    ({"ln1": None}, "LN1's gamma is missing"),
+    ({"ln1": None, "ln2": None}, "both LayerNorms' gammas"),
+    ({"ln2": "ln1"}, "LN2's backward uses ln1.gamma"),
+    ({"ln1": "ln2"}, "LN1's backward uses ln2.gamma"),
+    ({"ln1": "ln2", "ln2": "ln1"}, "gammas are swapped"),
+])
+def test_block_gamma_named(gammas, hint, capsys):
+    fn = _block_variant(gammas=gammas)
+    assert_rejects(cl.checks.check_block_backward, fn, capsys, "gamma left out / wrong gamma")
+    assert_rejects(cl.checks.check_block_backward, fn, capsys, hint)
+
+
+def test_block_station_hint_names_layernorm_input_gradient():
+    assert "LN2's input gradient (dr2" in wm._station_hint("ffn.w2")
+    assert "LN1's input gradient (dr1" in wm._station_hint("attn.w_o")
+
+
+def test_block_bug_after_ln_gamma_points_to_dr2(capsys):
+    def fn(dy, cache, params):       # LN2's gamma left out, and dx wrong in another way too
+        dx, g = wm._block_backward(dy, cache, params, gammas={"ln2": None})
+        return dx + 1.0, g
+    assert_rejects(cl.checks.check_block_backward, fn, capsys,
+                   "grads['ffn.w2']: the bug sits at LN2's input gradient (dr2, check its gamma)")
+
+
+@pytest.mark.parametrize("order", ["qvk", "kqv", "vkq"])
+def test_block_wqkv_order_named(order, capsys):
+    assert_rejects(cl.checks.check_block_backward, _block_variant(qkv_order=order), capsys,
+                   "[W_q | W_k | W_v] in that order (or use cache['attn.w_qkv'])")
+
+
+def test_block_wqkv_built_qvk_in_code(capsys):
+    def fn(dy, cache, params):       # the learner stacks W_qkv by hand, in the order Q | V | K
+        c = dict(cache)
+        c["attn.w_qkv"] = np.concatenate([params["attn.w_q"], params["attn.w_v"],
+                                          params["attn.w_k"]], axis=1)
+        return block_backward(dy, c, params)
+    assert_rejects(cl.checks.check_block_backward, fn, capsys, "[W_q | W_k | W_v]")
+
+
+# ----- named mistakes of the whole model ------------------------------------------------------
+
+def test_model_backward_order_by_station():
+    post, gpt = wm._models()
+    order = wm._backward_order(cl.Transformer(post))
+    b1 = [n[len("blocks.1."):] for n in order if n.startswith("blocks.1.")]
+    assert b1[:2] == ["ln2.gamma", "ln2.beta"] and b1[2:6] == ["ffn.w2", "ffn.b2", "ffn.w1",
+                                                                "ffn.b1"]
+    assert b1[6:8] == ["ln1.gamma", "ln1.beta"] and b1[8] == "attn.w_o"
+    assert order[:2] == ["head.w", "head.b"] and order[-1] == "tok_emb"
+    order = wm._backward_order(cl.Transformer(gpt))
+    b1 = [n[len("blocks.1."):] for n in order if n.startswith("blocks.1.")]
+    assert b1[0] == "ffn.w2" and b1[4:6] == ["ln2.gamma", "ln2.beta"]
+    assert b1[6:8] == ["attn.w_o", "attn.b_o"] and b1[-2:] == ["ln1.gamma", "ln1.beta"]
+    assert order[:2] == ["ln_f.gamma", "ln_f.beta"] and order[-2:] == ["pos_emb", "tok_emb"]
+    assert sorted(order) == sorted(cl.Transformer(gpt).params)
+
+
+def test_model_ln_bug_reported_at_its_station(capsys):
+    def fn(model):    # block 1's attn.w_o and ln2.beta wrong: LN2 comes first going back
+        g = model_backward(model)
+        for k in g:
+            if k.startswith("blocks.1.") and k.endswith("attn.w_o"):
+                g[k] = g[k] + 1.0
+            if k == "blocks.1.ln2.beta":
+                g[k] = g[k] + 1.0
+        return g
+    assert_rejects(cl.checks.check_model_backward, fn, capsys, "grads['blocks.1.ln2.beta']")
+
+
+def _tied_share_transposed(model):
+    k, p, cfg, s = model.kernels, model.params, model.config, model.saved
+    if not cfg.tie_embeddings:
+        return model_backward(model)
+    grads = {}
+    dlogits = k.cross_entropy_backward(s["probs"], s["targets"])
+    head_share = s["final"].T @ dlogits                               # (C, V): transposed
+    dx = dlogits @ p["tok_emb"]
+    dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(
+        dx, s["ln_f.xhat"], s["ln_f.rstd"], p["ln_f.gamma"])
+    for block, saved in reversed(list(zip(model.blocks, s["blocks"]))):
+        dx = block.backward(dx, saved, grads)
+    B, T = s["tokens"].shape
+    d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, -1), cfg.vocab_size)
+    grads["tok_emb"] = d_tok + head_share
+    grads["pos_emb"] = np.zeros_like(p["pos_emb"])
+    grads["pos_emb"][:T] = d_pos
+    return grads
+
+
+def test_model_tied_share_transposed(capsys):
+    assert_rejects(cl.checks.check_model_backward, _tied_share_transposed, capsys,
+                   "the head's share must be in E's (V, C) layout: dlogits^T x")
+
+
+def test_model_tied_share_transposed_returned(capsys):
+    def fn(model):
+        g = model_backward(model)
+        if model.config.tie_embeddings:
+            s = model.saved
+            dl = cl.kernels.cross_entropy_backward(s["probs"], s["targets"])
+            g["tok_emb"] = s["final"].T @ dl
+        return g
+    assert_rejects(cl.checks.check_model_backward, fn, capsys, "E's (V, C) layout")
+
+
+def test_model_dlogits_not_divided(capsys):
+    def fn(model):                  # dlogits = p - onehot(y), by hand, without / M
+        s = model.saved
+        M = len(s["targets"])
+        return {k: v * M for k, v in model_backward(model).items()}
+    assert_rejects(cl.checks.check_model_backward, fn, capsys,
+                   "divide by the number of scored rows", stage="returns")
+    _, out = run(cl.checks.check_model_backward, fn, capsys)
+    assert "M = 2" in out
+
+
+def test_model_blocks_not_reversed(capsys):
+    def fn(model):
+        k, p, s = model.kernels, model.params, model.saved
+        grads = {}
+        dlogits = k.cross_entropy_backward(s["probs"], s["targets"])
+        dx, grads["head.w"], grads["head.b"] = k.linear_backward(dlogits, s["final"],
+                                                                 p["head.w"], True)
+        for block, saved in zip(model.blocks, s["blocks"]):           # forward order
+            dx = block.backward(dx, saved, grads)
+        return grads
+    assert_rejects(cl.checks.check_model_backward, fn, capsys,
+                   "the blocks go backward in reverse order: reversed(model.blocks)",
+                   stage="returns")
+
+
+def test_model_loop_over_stations_passes(capsys):
+    def fn(model):                  # the same assembly written with a loop over the stations
+        k, p, s = model.kernels, model.params, model.saved
+        grads = {}
+        dx = k.cross_entropy_backward(s["probs"], s["targets"])
+        if model.config.tie_embeddings:
+            share, dx = dx.T @ s["final"], dx @ p["tok_emb"]
+        else:
+            dx, grads["head.w"], db = k.linear_backward(dx, s["final"], p["head.w"],
+                                                        "head.b" in p)
+            if "head.b" in p:
+                grads["head.b"] = db
+        if "ln_f.gamma" in p:
+            dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(
+                dx, s["ln_f.xhat"], s["ln_f.rstd"], p["ln_f.gamma"])
+        blocks = model.blocks
+        for i in range(len(blocks) - 1, -1, -1):
+            dx = blocks[i].backward(dx, s["blocks"][i], grads)
+        B, T = s["tokens"].shape
+        d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, -1),
+                                            model.config.vocab_size)
+        grads["tok_emb"] = d_tok + share if model.config.tie_embeddings else d_tok
+        if "pos_emb" in p:
+            grads["pos_emb"] = np.zeros_like(p["pos_emb"])
+            grads["pos_emb"][:T] = d_pos
+        return grads
+    assert run(cl.checks.check_model_backward, fn, capsys)[0].passed

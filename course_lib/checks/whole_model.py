@@ -17,15 +17,22 @@ Block: the expected values come from float64 NumPy formulas written here (tests 
 equal to course_lib's Block.backward). When dx is wrong, the usual mistakes are computed and
 the one the result reproduces is named: a residual's skip path not added, the skip path fed
 with dy instead of the gradient after the LayerNorm, the LayerNorms taken in the pre-LN order,
-one of the three paths Q, K, V from x to the attention left out, W_o not transposed, the two
-LayerNorms' caches swapped. Otherwise the first wrong parameter gradient in backward order
-says between which stations the bug sits.
+one of the three paths Q, K, V from x to the attention left out, W_qkv stacked in another
+order than Q | K | V, W_o not transposed, the two LayerNorms' caches swapped, a LayerNorm's
+gamma left out or taken from the other LayerNorm. Otherwise the first wrong parameter gradient
+in backward order says between which stations the bug sits. Block.backward is withheld while
+the learner's function runs: it is what the exercise rebuilds.
 
 Model: the expected gradients come from course_lib's model.backward() on small float64
 models (post-LN like the course model, then a GPT-2 style pre-LN model with a tied head and
-learned positions). A tied embedding's gradient that holds only one of its two shares is named.
+learned positions). Named: a tied embedding's gradient that holds only one of its two shares,
+the head's share transposed, dlogits not divided by the number of scored rows, the blocks
+taken in forward order. model.backward and its helpers are withheld while the learner's
+function runs.
 """
+import contextlib
 import copy
+from itertools import permutations
 
 import numpy as np
 
@@ -75,14 +82,19 @@ def _heads_backward(dheads, qkv, att):
 
 
 def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False, pre_order=False,
-                    paths="qkv", wo_transposed=True, swap_ln=False):
-    """Post-LN block backward from the cache s, with switches that reproduce known mistakes."""
+                    paths="qkv", wo_transposed=True, swap_ln=False, gammas=None, qkv_order="qkv"):
+    """Post-LN block backward from the cache s, with switches that reproduce known mistakes.
+
+    gammas: {"ln1": "ln2"} uses ln2's gamma in LN1's backward, {"ln2": None} no gamma (1);
+    qkv_order: the order W_q, W_k, W_v were stacked in when x's gradient is formed."""
     ln1, ln2 = ("ln2", "ln1") if swap_ln else ("ln1", "ln2")
+    gammas = gammas or {}
     g = {}
 
     def ln(name, cache, d):
+        gamma = p[gammas.get(name, name) + ".gamma"] if gammas.get(name, name) else 1.0
         dx, g[name + ".gamma"], g[name + ".beta"] = _ln_backward(
-            d, s[cache + ".xhat"], s[cache + ".rstd"], p[name + ".gamma"])
+            d, s[cache + ".xhat"], s[cache + ".rstd"], gamma)
         return dx
 
     def ffn(d):
@@ -97,10 +109,10 @@ def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False,
         dq, dk, dv = _heads_backward(dheads, s["attn.qkv"], s["attn.weights"])
         x = s["attn.x"]
         dx = np.zeros_like(x)
-        for w, dz in zip("qkv", (dq, dk, dv)):
+        for w, stacked, dz in zip("qkv", qkv_order, (dq, dk, dv)):
             g["attn.w_" + w] = x.T @ dz
             if w in paths:
-                dx = dx + dz @ p["attn.w_" + w].T
+                dx = dx + dz @ p["attn.w_" + stacked].T
         return dx
 
     if pre_order:       # y = x + FFN(LN2(x)), x = x + Attn(LN1(x)): the LayerNorms inside the forks
@@ -141,11 +153,45 @@ def _deepcopy(d):
     return {k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v)) for k, v in d.items()}
 
 
+class _Withheld(Exception):
+    """A course_lib function the exercise rebuilds was called by the learner's function."""
+
+
+@contextlib.contextmanager
+def _withhold(cls, names, what):
+    """While inside, cls.<name> for each name raises _Withheld (the learner's function must not
+    call what it rebuilds); restored afterwards. Yields a list that records the calls made."""
+    used, saved = [], {n: cls.__dict__[n] for n in names}
+
+    def refuse(name):
+        def refused(*args, **kwargs):
+            used.append(name)
+            raise _Withheld(f"your function called {what}{name}")
+        return refused
+
+    try:
+        for n in names:
+            setattr(cls, n, refuse(n))
+        yield used
+    finally:
+        for n, f in saved.items():
+            setattr(cls, n, f)
+
+
 def _call_block(fn, dy, cache, params):
-    """The learner's block_backward on copies; a cache or params array changed in place fails."""
+    """The learner's block_backward on copies; a cache or params array changed in place fails.
+    Block.backward is withheld meanwhile."""
     c, p = _deepcopy(cache), _deepcopy(params)
-    with np.errstate(all="ignore"):
-        result = call(fn, dy, c, p)
+    with np.errstate(all="ignore"), _withhold(Block, ["backward"], "Block.") as used:
+        try:
+            result = call(fn, dy, c, p)
+        except CheckFailed:
+            if used:
+                raise CheckFailed("your function called course_lib's Block.backward",
+                                  hint="write the stations yourself: Block.backward is what you "
+                                       "are rebuilding (use the kernels the exercise "
+                                       "lists)") from None
+            raise
     for what, before, after in (("cache", cache, c), ("params", params, p)):
         for k, v in before.items():
             if isinstance(v, np.ndarray) and not np.array_equal(v, after.get(k), equal_nan=True):
@@ -186,16 +232,30 @@ def _first_wrong(grads, want, order, rtol=1e-6, atol=1e-9):
     return None
 
 
-_WHERE = {"ln2": "LN2's backward (the first station)", "ffn": "the FFN's backward, after LN2",
+_WHERE = {"ln2": "LN2's backward (the first station)",
+          "ffn": "LN2's input gradient (dr2, check its gamma) or the FFN's backward",
           "ln1": "between the FFN fork and LN1: the FFN's residual adds its skip path "
                  "(the gradient after LN2) to what came back through the FFN",
-          "attn": "the attention's backward, after LN1"}
+          "attn": "LN1's input gradient (dr1, check its gamma) or the attention's backward"}
 
 
 def _station_hint(name):
     station = name.split(".")[0]
     return (f"the first wrong gradient in backward order is grads[{name!r}]: the bug sits at "
             f"{_WHERE[station]}")
+
+
+def _gamma_mistakes(V):
+    """LayerNorm backwards with gamma left out (1) or taken from the other LayerNorm."""
+    what = "gamma left out / wrong gamma in a LayerNorm backward: "
+    rule = "LN1's backward takes params['ln1.gamma'], LN2's params['ln2.gamma']"
+    cases = [({"ln1": None, "ln2": None}, "both LayerNorms' gammas are missing"),
+             ({"ln2": None}, "LN2's gamma is missing"), ({"ln1": None}, "LN1's gamma is missing"),
+             ({"ln1": "ln2", "ln2": "ln1"}, "the two gammas are swapped"),
+             ({"ln2": "ln1"}, "LN2's backward uses ln1.gamma"),
+             ({"ln1": "ln2"}, "LN1's backward uses ln2.gamma")]
+    return [(V(gammas=g), f"{what}{text} ({rule}; g = dy * gamma goes into the formula)")
+            for g, text in cases]
 
 
 def _check_block_case(fn, dy, cache, params):
@@ -224,9 +284,15 @@ def _check_block_case(fn, dy, cache, params):
                           "cache['ln2.xhat'] and cache['ln2.rstd'], LN1's the ln1 ones"),
         (V(wo_transposed=False), "the heads' gradient is d_out W_o^T: the output projection's "
                                  "backward multiplies by the transpose"),
-    ] + [(V(paths="qkv".replace(w, "")), fork_hint + f" (the path through {w.upper()} is missing)")
-         for w in "qkv"] + [(V(paths=w), fork_hint + f" (only the path through {w.upper()} is there)")
-                            for w in "qkv"]
+    ] + _gamma_mistakes(V)
+    mistakes += [(V(qkv_order="".join(o)), "x's gradient pairs dQ, dK, dV with the wrong weights: "
+                                           "stack [W_q | W_k | W_v] in that order (or use "
+                                           "cache['attn.w_qkv'])")
+                 for o in permutations("qkv") if o != ("q", "k", "v")]
+    mistakes += [(V(paths="qkv".replace(w, "")), fork_hint + f" (the path through {w.upper()} is "
+                                                             f"missing)") for w in "qkv"]
+    mistakes += [(V(paths=w), fork_hint + f" (only the path through {w.upper()} is there)")
+                 for w in "qkv"]
     diagnose(dx, want_dx, mistakes, default, what="dx")
     for k in _BACKWARD_ORDER:
         others = [(want[o], f"grads[{k!r}] holds the gradient of {o!r}: check which gradient "
@@ -273,30 +339,64 @@ def _problems(seed, B, T):
     return tokens, targets
 
 
+_STATIONS = {"ln1": ["ln1.gamma", "ln1.beta"], "ln2": ["ln2.gamma", "ln2.beta"],
+             "ffn": ["ffn.w2", "ffn.b2", "ffn.w1", "ffn.b1"],
+             "attn": ["attn.w_o", "attn.b_o"] + [f"attn.{w}_{c}" for c in "qkv" for w in "wb"]}
+
+
 def _backward_order(model):
-    names = list(model.params)
-    head = [n for n in ("head.w", "head.b", "ln_f.gamma", "ln_f.beta") if n in names]
-    blocks = [n for i in reversed(range(model.config.n_layers)) for n in names
-              if n.startswith(f"blocks.{i}.")]
-    return head + blocks + [n for n in ("pos_emb", "tok_emb") if n in names]
+    """Parameter names in the order the backward reaches them: head, ln_f, each block last
+    first (post-LN: ln2, ffn, ln1, attn; pre-LN: ffn, ln2, attn, ln1), the embeddings."""
+    names = set(model.params)
+    stations = (["ln2", "ffn", "ln1", "attn"] if model.config.norm == "post"
+                else ["ffn", "ln2", "attn", "ln1"])
+    order = ["head.w", "head.b", "ln_f.gamma", "ln_f.beta"]
+    for i in reversed(range(model.config.n_layers)):
+        order += [f"blocks.{i}.{n}" for st in stations for n in _STATIONS[st]]
+    order += ["pos_emb", "tok_emb"]
+    assert names <= set(order), names - set(order)
+    return [n for n in order if n in names]
+
+
+_REVERSE_HINT = ("the blocks go backward in reverse order: reversed(model.blocks), each with its "
+                 "own saved dict (for block, saved in reversed(list(zip(model.blocks, "
+                 "s['blocks'])))); the last block works only at the scored rows, so its "
+                 "gradient has fewer rows than block 0's output")
+
+
+def _exception_hint(e, model):
+    """The hint for an exception the learner's model_backward raised."""
+    text = str(e).replace(" ", "")
+    V, C = model.config.vocab_size, model.config.d_model
+    if "Block.backward" in str(e):
+        return _REVERSE_HINT
+    if model.config.tie_embeddings and f"({V},{C})" in text and f"({C},{V})" in text:
+        return ("tok_emb (V, C) cannot take a (C, V) array: the head's share must be in E's "
+                "(V, C) layout: dlogits^T x")
+    if "shape" in text or "broadcast" in text or "align" in text or "fit" in text:
+        return ("a shape does not fit: the stations go backward in reverse (head, ln_f, "
+                "reversed(blocks), embedding), each block with its own saved dict")
+    return "run it on a small model and print the shape of dx after each station"
 
 
 def _run_model_backward(fn, model):
     """The learner's model_backward(model), refusing one that changes the parameters or the
     saved activations in place. -> grads."""
+    from ..model import Transformer
     saved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in model.saved.items()}
     params = {k: v.copy() for k, v in model.params.items()}
+    withheld = ["backward", "_head_backward", "_blocks_backward"]
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _withhold(Transformer, withheld, "model."):
             grads = fn(model)
     except NotImplementedError:
         raise NotDone() from None
+    except _Withheld as e:
+        raise CheckFailed(str(e), hint="write the stations yourself: model.backward is what you "
+                                       "are rebuilding (its helpers too)") from None
     except Exception as e:
-        hint = "run it on a small model and print the shape of dx after each station"
-        if "shape" in str(e) or "broadcast" in str(e) or "align" in str(e):
-            hint = ("a shape does not fit: the stations go backward in reverse (head, ln_f, "
-                    "reversed(blocks), embedding), each block with its own saved dict")
-        raise CheckFailed(f"your function raised {type(e).__name__}: {e}", hint=hint) from None
+        raise CheckFailed(f"your function raised {type(e).__name__}: {e}",
+                          hint=_exception_hint(e, model)) from None
     for k, v in params.items():
         if not np.array_equal(v, model.params[k]):
             raise CheckFailed(f"your function changed model.params[{k!r}]",
@@ -328,10 +428,12 @@ def _expect_one_gradient_per_parameter(grads, model):
             hint = "every block's backward puts its gradients into grads: run all of them"
         raise CheckFailed(f"grads lacks {missing}" if missing else f"grads has extra keys {extra}",
                           hint=hint)
+    hints = {"pos_emb": "pos_emb has seq_len rows: positions beyond T get a zero gradient",
+             "tok_emb": "tok_emb's gradient is (V, C) like E; a tied head's share must be in "
+                        "E's (V, C) layout: dlogits^T x"}
     for k in model.params:
         expect_shape(grads[k], model.params[k].shape, what=f"grads[{k!r}]",
-                     hint=("pos_emb has seq_len rows: positions beyond T get a zero gradient"
-                           if k == "pos_emb" else "a gradient is shaped like its parameter"))
+                     hint=hints.get(k, "a gradient is shaped like its parameter"))
 
 
 def _check_model_case(fn, cfg, tokens, targets, seed=0):
@@ -346,13 +448,18 @@ def _check_model_case(fn, cfg, tokens, targets, seed=0):
     wrong = _first_wrong(grads, want, order)
     if wrong is None:
         return
+    s = model.saved
+    M = len(s["targets"])
     mistakes = []
+    if wrong == order[0]:           # the first station already M times too large: dlogits
+        mistakes = [(want[wrong] * M, f"dlogits = (p - onehot(y)) / M: the loss is the mean over "
+                                      f"the M scored rows (here M = {M}), so divide by the number "
+                                      f"of scored rows (cross_entropy_backward does)")]
     if wrong == "tok_emb" and cfg_.tie_embeddings:
-        s = model.saved
         from .. import kernels
         dlogits = kernels.cross_entropy_backward(s["probs"], s["targets"])
         head_part = dlogits.T @ s["final"]
-        mistakes = [(want["tok_emb"] - head_part,
+        mistakes += [(want["tok_emb"] - head_part,
                      "tied embeddings: tok_emb is used twice, as the lookup table and as the "
                      "head's W^T, so its gradient is the embedding's scatter-add PLUS the head's "
                      "share dlogits^T x (you have only the scatter-add)"),
