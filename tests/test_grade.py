@@ -22,10 +22,11 @@ from course_lib.__main__ import main
 from course_lib.edition import student_notebook
 
 NB01 = Path(__file__).resolve().parent.parent / "notebooks" / "01_tokens_and_task.ipynb"
+EXERCISES = ["Exercise 1.1", "Exercise 1.2", "Exercise 1.4", "Exercise 1.5"]   # 1.3: on paper
 
 
 def small_notebook():
-    """A setup cell and notebook 01's three exercises (heading, solution, check), as they are."""
+    """A setup cell and notebook 01's code exercises (heading, solution, check), as they are."""
     source = nbformat.read(NB01, as_version=4)
     exercises = grade.expected_exercises(source)
     nb = nbformat.v4.new_notebook(metadata=source.metadata)
@@ -52,10 +53,18 @@ def by_exercise(rows, learner):
 
 
 def test_exercises_are_read_from_the_notebook():
-    found = grade.expected_exercises(nbformat.read(NB01, as_version=4))
-    assert [(e.name, e.title, e.first_cell, e.check_cell) for e in found] == [
-        ("Exercise 1.1", "encode by hand", 12, 14), ("Exercise 1.2", "the answer function", 16, 18),
-        ("Exercise 1.3", "a central-difference derivative", 53, 55)]
+    """The code exercises of notebook 01 (1.3 is a derivation on paper: no checker, not graded),
+    each from its heading to the cell that calls its checker."""
+    nb = nbformat.read(NB01, as_version=4)
+    found = grade.expected_exercises(nb)
+    assert [(e.name, e.title) for e in found] == [
+        ("Exercise 1.1", "encode by hand"), ("Exercise 1.2", "the answer function"),
+        ("Exercise 1.4", "a central-difference derivative"),
+        ("Exercise 1.5", "numerical gradients of arrays")]
+    for e in found:
+        assert nb.cells[e.first_cell].source.startswith(f"### {e.name}: {e.title}")
+        assert "cl.checks.check_" in nb.cells[e.check_cell].source
+        assert "### BEGIN SOLUTION" in nb.cells[e.check_cell - 1].source
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +101,9 @@ def graded_class(tmp_path_factory):
 def test_solutions_pass_and_student_edition_is_not_done(graded_class):
     _, rows, _ = graded_class
     assert {e: r["status"] for e, r in by_exercise(rows, "ann").items()} == {
-        "Exercise 1.1": "passed", "Exercise 1.2": "passed", "Exercise 1.3": "passed"}
+        e: "passed" for e in EXERCISES}
     assert {r["status"] for r in by_exercise(rows, "ben").values()} == {"not done"}
-    assert len(by_exercise(rows, "ben")) == 3
+    assert len(by_exercise(rows, "ben")) == len(EXERCISES)
 
 
 def test_wrong_solution_fails_at_its_stage(graded_class):
@@ -103,7 +112,7 @@ def test_wrong_solution_fails_at_its_stage(graded_class):
     assert cat["Exercise 1.2"]["status"] == "failed"
     assert cat["Exercise 1.2"]["stage"] == "one case per operation"
     assert "my_answer('Min', (3, 8, 4)) = 8, expected 3" in cat["Exercise 1.2"]["message"]
-    assert cat["Exercise 1.1"]["status"] == cat["Exercise 1.3"]["status"] == "passed"
+    assert all(cat[e]["status"] == "passed" for e in EXERCISES if e != "Exercise 1.2")
 
 
 def test_endless_loop_stops_at_the_limit_and_deletion_stays_in_the_scratch_copy(graded_class):
@@ -112,7 +121,7 @@ def test_endless_loop_stops_at_the_limit_and_deletion_stays_in_the_scratch_copy(
     assert dan["Exercise 1.1"]["status"] == "passed"          # deleting its folder broke nothing else
     assert dan["Exercise 1.2"]["status"] == "error"
     assert "time limit reached" in dan["Exercise 1.2"]["message"]
-    assert dan["Exercise 1.3"]["status"] == "not reached"
+    assert all(dan[e]["status"] == "not reached" for e in EXERCISES[2:])
     # every file of the class, the sentinel and the learner's own folder included, is as it was
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == originals
     assert all(20 <= r["seconds"] < 40 for r in dan.values())  # stopped at the limit, not long after
@@ -122,7 +131,7 @@ def test_runaway_allocation_and_broken_file_are_reported(graded_class):
     _, rows, _ = graded_class
     eve = by_exercise(rows, "eve")
     assert eve["Exercise 1.1"]["status"] == "error" and "MemoryError" in eve["Exercise 1.1"]["message"]
-    assert eve["Exercise 1.2"]["status"] == eve["Exercise 1.3"]["status"] == "not reached"
+    assert all(eve[e]["status"] == "not reached" for e in EXERCISES[1:])
     fay = [r for r in rows if r["learner"] == "fay"]
     assert len(fay) == 1 and fay[0]["status"] == "error" and "not a readable notebook" in fay[0]["message"]
 
@@ -130,7 +139,7 @@ def test_runaway_allocation_and_broken_file_are_reported(graded_class):
 def test_summary_counts_learners_and_exercises(graded_class):
     _, rows, _ = graded_class
     text = grade.summary(rows)
-    assert "  ann  3/3" in text and "  ben  0/3" in text and "  cat  2/3" in text and "  dan  1/3" in text
+    assert "  ann  4/4" in text and "  ben  0/4" in text and "  cat  3/4" in text and "  dan  1/4" in text
     assert re.search(r"\n  Exercise 1\.1 encode by hand +3/6 \(50%\)\n", text)
     assert re.search(r"\n  Exercise 1\.2 the answer function +1/6 \(17%\)\n", text)
 
@@ -144,10 +153,10 @@ def test_real_notebook_one_learner(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == list(grade.COLUMNS)
     assert [(r["learner"], r["exercise"], r["status"]) for r in rows] == [
-        (tmp_path.name, f"Exercise 1.{k}", "passed") for k in (1, 2, 3)]
+        (tmp_path.name, e, "passed") for e in EXERCISES]
     printed = capsys.readouterr().out
-    assert f"{tmp_path.name}  3/3" in printed
-    assert re.search(r"\n  Exercise 1\.3 a central-difference derivative +passed\n", printed)
+    assert f"{tmp_path.name}  4/4" in printed
+    assert re.search(r"\n  Exercise 1\.4 a central-difference derivative +passed\n", printed)
 
 
 @pytest.mark.parametrize("make_args, says", [
