@@ -1,5 +1,8 @@
 """Checkers of notebook 11 (training): they pass the reference solutions and a loop version,
 and reject realistic learner bugs at the right stage, with a hint that names the bug."""
+import math
+import re
+
 import numpy as np
 import pytest
 
@@ -153,18 +156,19 @@ def test_momentum_mistakes_are_named(fn, hint, capsys):
     assert_rejects(MOMENTUM, fn, capsys, hint, stage=HAND[MOMENTUM])
 
 
-# ---- Exercise 11.3: Adam mistakes ------------------------------------------------------------
+# ---- Exercise 11.4: Adam mistakes ------------------------------------------------------------
 
 def _adam_variant(correct=(True, True), offset=0, inside=False, raw_state=True, swap=False,
-                  v_linear=False, no_c1=False):
+                  v_linear=False, no_c1=False, v_beta1=False, no_eps=False):
     def adam(param, grad, m, v, t, lr, betas, eps):
         b1, b2 = betas[::-1] if swap else betas
         m = b1 * m + (grad if no_c1 else (1 - b1) * grad)
         v = b2 * v + (1 - b2) * (grad if v_linear else grad ** 2)
         tt = t + offset
         m_hat = m / (1 - b1 ** tt) if correct[0] else m
-        v_hat = v / (1 - b2 ** tt) if correct[1] else v
+        v_hat = v / (1 - (b1 if v_beta1 else b2) ** tt) if correct[1] else v
         denom = np.sqrt(v_hat + eps) if inside else np.sqrt(v_hat) + eps
+        denom = np.sqrt(v_hat) if no_eps else denom
         new = param - lr * m_hat / denom
         return (new, m, v) if raw_state else (new, m_hat, v_hat)
     return adam
@@ -189,6 +193,7 @@ def _adam_t_from_zero_python(param, grad, m, v, t, lr, betas, eps):
     (_adam_variant(swap=True), "swapped"),
     (_adam_variant(v_linear=True), "SQUARED"),
     (_adam_variant(no_c1=True), "(1 - beta1) factor"),
+    (_adam_variant(v_beta1=True), "v is bias-corrected with beta1"),
 ])
 def test_adam_mistakes_are_named_at_the_first_step(fn, hint, capsys):
     assert_rejects(ADAM, fn, capsys, hint, stage=HAND[ADAM])
@@ -201,7 +206,12 @@ def test_adam_eps_inside_the_root_is_named(capsys):
                    stage="random cases (t = 2, 10, 1000; eps = 1e-3 so that where eps sits shows)")
 
 
-# ---- Exercise 11.4: clipping mistakes --------------------------------------------------------
+def test_adam_eps_missing_is_named(capsys):
+    assert_rejects(ADAM, _adam_variant(no_eps=True), capsys, "eps is missing",
+                   stage="random cases (t = 2, 10, 1000; eps = 1e-3 so that where eps sits shows)")
+
+
+# ---- Exercise 11.5: clipping mistakes --------------------------------------------------------
 
 def _clip_elementwise(grads, max_norm):
     norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
@@ -232,7 +242,28 @@ def _clip_sum_of_norms(grads, max_norm):
     return clipped, sum(np.sqrt(np.sum(g ** 2)) for g in grads.values())
 
 
+def _clip_never(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    return {k: g.copy() for k, g in grads.items()}, norm
+
+
+def _clip_inverted(grads, max_norm):
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+    scale = max_norm / norm if norm < max_norm else 1.0
+    return {k: g * scale for k, g in grads.items()}, norm
+
+
+def _clip_python_division(grads, max_norm):
+    norm = math.sqrt(sum(float(np.sum(g ** 2)) for g in grads.values()))
+    scale = max_norm / norm                      # ZeroDivisionError for all-zero gradients
+    return {k: g * min(scale, 1.0) for k, g in grads.items()}, norm
+
+
 @pytest.mark.parametrize("fn, hint, stage", [
+    (_clip_never, "nothing was scaled although norm > max_norm", "hand"),
+    (_clip_inverted, "nothing was scaled although norm > max_norm", "hand"),
+    (_clip_python_division, "all-zero gradients have norm 0",
+     "edge cases: all-zero gradients, one huge gradient"),
     (_clip_elementwise, "each entry was clipped", "hand"),
     (_clip_per_array, "its own norm", "hand"),
     (_clip_always, "clip only if norm > max_norm", "random cases, above and below max_norm"),
@@ -351,3 +382,49 @@ def test_a_crash_is_reported_not_raised(capsys):
         return param @ np.ones((99, 2)), velocity
     result, out = run(MOMENTUM, broken, capsys)
     assert not result.passed and "raised ValueError" in result.message, out
+
+
+# ---- labels and default hints ----------------------------------------------------------------
+
+@pytest.mark.parametrize("check, fn, label", [(MOMENTUM, sgd_momentum_step, "Exercise 11.2"),
+                                              (ADAM, adam_step, "Exercise 11.4"),
+                                              (CLIP, clip_by_global_norm, "Exercise 11.5")])
+def test_labels_match_the_notebook_headings(check, fn, label, capsys):
+    check(fn)
+    out = capsys.readouterr().out
+    assert out.startswith(f"✓ {label}"), out
+
+
+def _momentum_odd(param, grad, velocity, lr, momentum):
+    return param - 0.37 * lr * grad + 0.01, 1.3 * velocity + grad
+
+
+def _adam_odd_step(param, grad, m, v, t, lr, betas, eps):
+    _, m, v = adam_step(param, grad, m, v, t, lr, betas, eps)
+    return param - 0.37 * lr * np.tanh(grad), m, v
+
+
+def _adam_odd_moments(param, grad, m, v, t, lr, betas, eps):
+    new, m, v = adam_step(param, grad, m, v, t, lr, betas, eps)
+    return new, 0.5 * m + 0.1, v
+
+
+def _clip_odd(grads, max_norm):
+    clipped, norm = clip_by_global_norm(grads, max_norm)
+    return {k: 0.77 * g for k, g in clipped.items()}, norm
+
+
+def _clip_odd_norm(grads, max_norm):
+    clipped, norm = clip_by_global_norm(grads, max_norm)
+    return clipped, 1.7 * norm + 0.1
+
+
+@pytest.mark.parametrize("check, fn", [(MOMENTUM, _momentum_odd), (ADAM, _adam_odd_step),
+                                       (ADAM, _adam_odd_moments), (CLIP, _clip_odd),
+                                       (CLIP, _clip_odd_norm)])
+def test_default_hints_point_to_the_text_not_the_solution(check, fn, capsys):
+    result, _ = run(check, fn, capsys)
+    hint = result.hint
+    assert not result.passed and hint and "Exercise 11." in hint, hint
+    for formula in (r"=", r" \* ", r"sqrt\(", r"\blr\b", r"\bgrad\b", r"max_norm /", r"/ norm"):
+        assert not re.search(formula, hint), (formula, hint)

@@ -1,11 +1,14 @@
 """Checkers for notebook 11, training.
 
     cl.checks.check_sgd_momentum_step(sgd_momentum_step)   # Exercise 11.2: (new_param, new_velocity)
-    cl.checks.check_adam_step(adam_step)                   # Exercise 11.3: (new_param, m, v)
-    cl.checks.check_clip_by_global_norm(clip_by_global_norm)  # Exercise 11.4: (clipped dict, norm)
+    cl.checks.check_adam_step(adam_step)                   # Exercise 11.4: (new_param, m, v)
+    cl.checks.check_clip_by_global_norm(clip_by_global_norm)  # Exercise 11.5: (clipped dict, norm)
 
-(Exercise 11.1 derives the divergence threshold of gradient descent on 0.5 (w - 3)^2 on paper:
-no checker.)
+(Exercises 11.1 and 11.3 are derivations on paper, the divergence threshold of gradient descent
+on 0.5 (w - 3)^2 and Adam's bias correction: no checker.)
+
+The default hints (a wrong result that matches no known mistake) point to the rule stated in
+the notebook's text; they never spell out the solution.
 
 Conventions, stated in the notebook and fixed here:
 - every function is pure: it returns new arrays and changes none of its inputs (core.call fails
@@ -72,6 +75,11 @@ def _momentum_ref(p, g, vel, lr, mu):
     return p - lr * new_v, new_v
 
 
+_MOMENTUM_HINT = ("re-read the rule in words above Exercise 11.2: what the velocity keeps of its "
+                  "old value, what it adds, and which velocity (old or new) the parameter steps "
+                  "along, in which direction")
+
+
 def _momentum_case(fn, p, g, vel, lr, mu):
     got = _unpack(_call_quiet(fn, p, g, vel, lr, mu), ("new_param", "new_velocity"),
                   (p.shape, p.shape))
@@ -91,8 +99,7 @@ def _momentum_case(fn, p, g, vel, lr, mu):
         (p - lr * g, "the parameter moved by the gradient alone: the velocity is not used in the step"),
         (p - lr * mu * g, "momentum multiplies the old velocity, not the gradient"),
     ]
-    diagnose(got[0], want_p, param_mistakes, "new_param = param - lr * new_velocity, with the new "
-             "velocity momentum * velocity + grad", what="`new_param`")
+    diagnose(got[0], want_p, param_mistakes, _MOMENTUM_HINT, what="`new_param`")
     velocity_mistakes = [
         (classic_v, "your velocity is momentum * velocity - lr * grad (the step itself, the form of "
                     "some textbooks); this course stores velocity = momentum * velocity + grad and "
@@ -102,8 +109,7 @@ def _momentum_case(fn, p, g, vel, lr, mu):
         (vel, "return the NEW velocity, not the one you were given"),
         (g, "the new velocity is momentum * velocity + grad: the old velocity is missing"),
     ]
-    diagnose(got[1], want_v, velocity_mistakes, "new_velocity = momentum * velocity + grad",
-             what="`new_velocity`")
+    diagnose(got[1], want_v, velocity_mistakes, _MOMENTUM_HINT, what="`new_velocity`")
 
 
 @checker("Exercise 11.2", "SGD with momentum")
@@ -128,7 +134,7 @@ def check_sgd_momentum_step(fn):
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 11.3: Adam
+# Exercise 11.4: Adam (its bias correction is derived in Exercise 11.3)
 # ----------------------------------------------------------------------------------------
 
 def _adam_parts(p, g, m, v, t, lr, b1, b2, eps):
@@ -167,6 +173,8 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
         (lambda: step(m1 / (1 - b1 ** (t - 1)), v1 / (1 - b2 ** (t - 1))),
          _T_ZERO_HINT if t == 1 else "the bias correction uses t - 1: the t you are given already "
          "counts this step, so use 1 - beta ** t"),
+        (lambda: p - lr * mh / np.sqrt(vh), "eps is missing: the denominator is sqrt(v_hat) + "
+         "eps, which keeps the step finite where v_hat is tiny"),
         (lambda: step(mh, vh, inside=True), "eps is inside the square root: the course (and "
          "PyTorch) divide by sqrt(v_hat) + eps, with eps added after the root"),
         (lambda: p - lr * mh / (vh + eps), "the square root of v_hat is missing in the "
@@ -174,6 +182,10 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
         (lambda: p + lr * mh / (np.sqrt(vh) + eps), "the step goes uphill: subtract it"),
         (lambda: _adam_ref(p, g, m, v, t, lr, b2, b1, eps)[0],
          "beta1 and beta2 are swapped: betas = (beta1, beta2), beta1 for m and beta2 for v"),
+        (lambda: step(mh, v1 / (1 - b1 ** t)), "v is bias-corrected with beta1: v_hat = v / "
+         "(1 - beta2 ** t), since v is the average kept with beta2 (Exercise 11.3)"),
+        (lambda: step(m1 / (1 - b2 ** t), vh), "m is bias-corrected with beta2: m_hat = m / "
+         "(1 - beta1 ** t), since m is the average kept with beta1 (Exercise 11.3)"),
         (lambda: step((b1 * m + g) / (1 - b1 ** t), vh), "m = beta1 * m + (1 - beta1) * grad: the "
                                                         "(1 - beta1) factor is missing"),
         (lambda: step(mh, (b2 * v + (1 - b2) * g) / (1 - b2 ** t)),
@@ -181,7 +193,14 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
     ]
 
 
-def _adam_new_param(got, want_p, param_mistakes, t):
+_ADAM_HINT = ("your m and v are right, the step is not: compare it, piece by piece, with the "
+              "description above Exercise 11.4 and the factor you derived in Exercise 11.3 "
+              "(which average is corrected by which beta, where eps sits)")
+_MOMENTS_HINT = ("re-read the description of the two averages above Exercise 11.4: what each "
+                 "keeps of its old value and what it adds (v: of the squared gradient)")
+
+
+def _adam_new_param(got, p, want_p, param_mistakes, t):
     """Compare the learner's new parameter, naming the mistake behind a NaN, an inf or a miss."""
     if not np.all(np.isfinite(got)):      # NaN or inf: name the mistake that makes them
         for wrong, hint in param_mistakes:
@@ -191,28 +210,33 @@ def _adam_new_param(got, want_p, param_mistakes, t):
                 raise CheckFailed("`new_param` contains NaN or infinity", hint)
         raise CheckFailed("`new_param` contains NaN or infinity", _T_ZERO_HINT if t == 1 else
                           "print m_hat and v_hat: is a denominator zero, or a root negative?")
-    diagnose(got, want_p, param_mistakes, "check the four lines: m, v, the bias-corrected "
-             "m_hat and v_hat (divided by 1 - beta ** t), then param - lr * m_hat / "
-             "(sqrt(v_hat) + eps)", what="`new_param`")
+    # compared as the step new_param - param: where eps sits changes the step by ~1e-3 of
+    # itself, far below the tolerance on the parameter, but far above it on the step
+    steps = [(lambda wrong=wrong: wrong() - p, hint) for wrong, hint in param_mistakes]
+    diagnose(got - p, want_p - p, steps, _ADAM_HINT, what="the step `new_param - param`")
 
 
 def _adam_moments(got_m, got_v, g, m, v, t, b1, b2, want_m, want_v):
     """Compare the learner's new raw moments m and v with the usual mistakes."""
     mh, vh = want_m / (1 - b1 ** t), want_v / (1 - b2 ** t)
-    m_mistakes = [(mh, "return the raw moment m (the running average); m_hat is only for the step, "
+    m_mistakes = [(b1 * m + g, "your m is beta1 * m + grad: either the (1 - beta1) factor is "
+                               "missing, or you returned m_hat (at t = 1 the two agree); return "
+                               "the raw moment m, with its (1 - beta1) factor")]
+    m_mistakes = m_mistakes if np.allclose(b1 * m + g, mh) else []
+    m_mistakes += [(mh, "return the raw moment m (the running average); m_hat is only for the step, "
                        "and storing it would correct it again next time"),
                   (m, "return the NEW m, not the one you were given"),
                   (b2 * m + (1 - b2) * g, "beta1 and beta2 are swapped: betas = (beta1, beta2), "
                                           "beta1 for m and beta2 for v"),
                   (b1 * m + g, "m = beta1 * m + (1 - beta1) * grad: the (1 - beta1) factor is "
                                "missing")]
-    diagnose(got_m, want_m, m_mistakes, "m = beta1 * m + (1 - beta1) * grad", what="`m`")
+    diagnose(got_m, want_m, m_mistakes, _MOMENTS_HINT, what="`m`")
     v_mistakes = [(vh, "return the raw moment v (the running average); v_hat is only for the step"),
                   (v, "return the NEW v, not the one you were given"),
                   (b1 * v + (1 - b1) * g * g, "beta1 and beta2 are swapped: betas = (beta1, "
                                               "beta2), beta1 for m and beta2 for v"),
                   (b2 * v + (1 - b2) * g, "v averages the SQUARED gradient: (1 - beta2) * grad ** 2")]
-    diagnose(got_v, want_v, v_mistakes, "v = beta2 * v + (1 - beta2) * grad ** 2", what="`v`")
+    diagnose(got_v, want_v, v_mistakes, _MOMENTS_HINT, what="`v`")
 
 
 def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
@@ -225,11 +249,11 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
         raise
     got = _unpack(result, ("new_param", "m", "v"), (p.shape,) * 3)
     want_p, want_m, want_v = _adam_ref(p, g, m, v, t, lr, b1, b2, eps)
-    _adam_new_param(got[0], want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
-    _adam_moments(got[1], got[2], g, m, v, t, b1, b2, want_m, want_v)
+    _adam_moments(got[1], got[2], g, m, v, t, b1, b2, want_m, want_v)   # the state first
+    _adam_new_param(got[0], p, want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
 
 
-@checker("Exercise 11.3", "Adam step with bias correction")
+@checker("Exercise 11.4", "Adam step with bias correction")
 def check_adam_step(fn):
     rng = np.random.default_rng(113)
     betas = (0.9, 0.999)
@@ -254,16 +278,30 @@ def check_adam_step(fn):
         p = rng.standard_normal(4)
         _adam_case(fn, p, np.zeros(4), np.zeros(4), np.zeros(4), 1, 0.01, betas, 1e-8)
         _adam_case(fn, p, np.full(4, 1e-10), np.zeros(4), np.zeros(4), 1, 0.01, betas, 1e-8)
+    with stage("small v_hat: where eps sits, or whether it is there, shows (eps = 1e-3)"):
+        g = np.array([1e-4, -2e-3, 5e-4, 1e-2])
+        _adam_case(fn, p, g, 0.5 * g, 0.5 * g * g, 3, 0.01, betas, 1e-3)
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 11.4: clipping by the global norm
+# Exercise 11.5: clipping by the global norm
 # ----------------------------------------------------------------------------------------
+
+_ZERO_NORM_HINT = ("all-zero gradients have norm 0: divide only when norm > max_norm, and "
+                   "return the gradients unchanged otherwise")
+_CLIP_HINT = ("re-read the rule above Exercise 11.5: when is anything scaled, and which one "
+              "factor, shared by every array, makes the global norm equal max_norm?")
+
 
 def _clip_result(fn, grads, max_norm):
     """Call the learner's function; -> (clipped, norm), or a failure naming what is wrong."""
     copies = {k: g.copy() for k, g in grads.items()}
-    result = _call_quiet(fn, grads, max_norm)
+    try:
+        result = _call_quiet(fn, grads, max_norm)
+    except CheckFailed as e:
+        if "ZeroDivisionError" in e.message:
+            raise CheckFailed(e.message, _ZERO_NORM_HINT) from None
+        raise
     for k, before in copies.items():         # core.call only sees arrays passed directly
         if not np.array_equal(before, grads[k], equal_nan=True):
             raise CheckFailed(f"your function changed `grads[{k!r}]` in place",
@@ -309,8 +347,8 @@ def _clip_norm(norm, norms, total, max_norm):
                      (sum(norms.values()), "the global norm is sqrt of the sum of ALL squares, not "
                                            "the sum of the arrays' norms")]
     _expect_float64(norm, "`norm`")
-    diagnose(norm_arr, total, norm_mistakes, "norm = sqrt(sum over every array of sum(g ** 2))",
-             what="`norm`")
+    diagnose(norm_arr, total, norm_mistakes, "re-read the definition of the global norm above "
+             "Exercise 11.5: one number for all arrays together", what="`norm`")
 
 
 def _clip_arrays(clipped, grads, norms, total, max_norm):
@@ -320,9 +358,10 @@ def _clip_arrays(clipped, grads, norms, total, max_norm):
         own = max_norm / norms[k] if norms[k] > max_norm else 1.0
         arr = expect_shape(clipped[k], g.shape, what=f"`clipped[{k!r}]`")
         _expect_float64(clipped[k], f"`clipped[{k!r}]`")
-        expect_finite(arr, f"`clipped[{k!r}]`", "divide by the norm only when norm > max_norm: "
-                      "all-zero gradients have norm 0")
-        mistakes = [(np.clip(g, -max_norm, max_norm), "each entry was clipped to [-max_norm, "
+        expect_finite(arr, f"`clipped[{k!r}]`", _ZERO_NORM_HINT)
+        unscaled = ([(g, "nothing was scaled although norm > max_norm: check the condition "
+                         "(scale when the norm EXCEEDS max_norm)")] if total > max_norm else [])
+        mistakes = unscaled + [(np.clip(g, -max_norm, max_norm), "each entry was clipped to [-max_norm, "
                      "max_norm]: that changes the direction. Scale ALL gradients by one factor, "
                      "max_norm / norm"),
                     (g * own, "each array was clipped by its own norm: use one global norm over "
@@ -332,8 +371,7 @@ def _clip_arrays(clipped, grads, norms, total, max_norm):
                     (g * total / max_norm, "the factor is upside down: max_norm / norm"),
                     (g * min(total, max_norm), "multiply by max_norm / norm, which makes the norm "
                                                "max_norm; not by the norm itself")]
-        diagnose(clipped[k], g * scale, mistakes, "clipped = g * (max_norm / norm) when norm > "
-                 "max_norm, else g unchanged", what=f"`clipped[{k!r}]`")
+        diagnose(clipped[k], g * scale, mistakes, _CLIP_HINT, what=f"`clipped[{k!r}]`")
 
 
 def _clip_case(fn, grads, max_norm, values=True):
@@ -352,7 +390,7 @@ def _short(value, width=50):
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-@checker("Exercise 11.4", "clipping by the global norm")
+@checker("Exercise 11.5", "clipping by the global norm")
 def check_clip_by_global_norm(fn):
     rng = np.random.default_rng(114)
     with stage("returns (clipped, norm): a dict like grads and one number"):

@@ -29,6 +29,10 @@ def lr_trajectories(trajectories, target=3.0, ylim=(-6.0, 12.0), figsize=(9, 3.5
         ax1.axhline(target, color="gray", linewidth=0.8, linestyle=":")
         ax1.set_ylim(*ylim)
         ax2.get_legend().remove()
+        handles, labels = ax1.get_legend_handles_labels()
+        ax1.get_legend().remove()          # one legend below both panels, clear of the peaks
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels),
+                   frameon=False, fontsize=8)
     return fig
 
 
