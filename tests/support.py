@@ -7,3 +7,34 @@ def small_config(**overrides):
     base = dict(d_model=16, n_heads=2, d_ff=32, n_layers=2)
     base.update(overrides)
     return cl.presets.deep_dive(**base)
+
+
+def run_check(check, *fns, capsys):
+    """Run a checker on the learner's function(s). -> (Result, what the checker printed)."""
+    result = check(*fns)
+    return result, capsys.readouterr().out
+
+
+def expect_pass(check, *fns, capsys, notebook=None):
+    """The checker passes fns, printing one ✓ line (for Exercise <notebook>.k when given)."""
+    result, out = run_check(check, *fns, capsys=capsys)
+    assert result.passed and result.done, out
+    assert out.startswith(f"✓ Exercise {notebook}." if notebook else "✓"), out
+    assert "stages passed" in out and "Traceback" not in out, out
+    return result
+
+
+def expect_reject(check, *fns, capsys, notebook=None, stage=None, hint=None, message=None):
+    """The checker rejects fns (a report, never a traceback), at `stage`, with `hint` and
+    `message` among its words, when given."""
+    result, out = run_check(check, *fns, capsys=capsys)
+    assert not result.passed and result.done, out
+    assert out.startswith(f"✗ Exercise {notebook}." if notebook else "✗"), out
+    assert "Traceback" not in out, out
+    if stage is not None:
+        assert result.stage == stage and f"[stage: {stage}]" in out, (result.stage, out)
+    if hint is not None:
+        assert result.hint is not None and hint in result.hint and "  Hint: " in out, (result.hint, out)
+    if message is not None:
+        assert message in result.message, (result.message, out)
+    return result

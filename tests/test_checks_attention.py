@@ -9,6 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import attention as checks_attention
+from support import expect_pass, expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_single_head_attention.ipynb"
 
@@ -50,27 +51,15 @@ def attention_backward(dout, Q, K, V, A):
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    out = capsys.readouterr().out
-    return result, out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 3.") and "stages passed" in out
-    assert "Traceback" not in out
-    return result
+    return expect_pass(check, fn, capsys=capsys, notebook=3)
 
 
 def assert_rejects(check, fn, capsys, stage, hint_part):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 3.") and f"[stage: {stage}]" in out
-    assert "  Hint: " in out and "Traceback" not in out
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=3, stage=stage, hint=hint_part)
 
 
 CHECKERS = [

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from support import expect_pass, expect_reject, run_check
 
 # ---- the reference solutions: the code of the notebook's solution regions -------------------
 
@@ -84,24 +85,15 @@ def fork_backward_loops(dy, x, W):
 # ---- helpers ---------------------------------------------------------------------------------
 
 def run(check, *fns, capsys):
-    result = check(*fns)
-    return result, capsys.readouterr().out
+    return run_check(check, *fns, capsys=capsys)
 
 
 def assert_passes(check, *fns, capsys):
-    result, out = run(check, *fns, capsys=capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 9.") and "Traceback" not in out
+    return expect_pass(check, *fns, capsys=capsys, notebook=9)
 
 
 def assert_rejects(check, *fns, capsys, hint_part, stage=None):
-    result, out = run(check, *fns, capsys=capsys)
-    assert not result.passed and result.done, out
-    if stage is not None:
-        assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 9.") and "Traceback" not in out
-    return result
+    return expect_reject(check, *fns, capsys=capsys, notebook=9, stage=stage, hint=hint_part)
 
 
 def test_checkers_are_exported():

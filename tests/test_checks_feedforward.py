@@ -7,6 +7,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import feedforward as checks_ff
+from support import expect_pass, expect_reject, run_check
 
 
 # ---- the reference solutions: the code of the notebook's solution regions -----------------
@@ -114,24 +115,15 @@ CHECKERS = [
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 6.") and "stages passed" in out
+    return expect_pass(check, fn, capsys=capsys, notebook=6)
 
 
 def assert_rejects(check, fn, capsys, stage, hint_part):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 6.") and f"[stage: {stage}]" in out
-    assert "  Hint: " in out and "Traceback" not in out
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=6, stage=stage, hint=hint_part)
 
 
 @pytest.mark.parametrize("check, fn", CHECKERS + [

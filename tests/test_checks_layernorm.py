@@ -9,6 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import layernorm as checks_layernorm
+from support import expect_pass, expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_residuals_and_layernorm.ipynb"
 
@@ -68,25 +69,15 @@ def backward_loops(dy, xhat, rstd, gamma):
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 5.") and "stages passed" in out
-    return result
+    return expect_pass(check, fn, capsys=capsys, notebook=5)
 
 
 def assert_rejects(check, fn, capsys, stage, hint_part):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 5.") and f"[stage: {stage}]" in out
-    assert "  Hint: " in out and "Traceback" not in out
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=5, stage=stage, hint=hint_part)
 
 
 FWD, BWD = cl.checks.check_layernorm_forward, cl.checks.check_layernorm_backward

@@ -9,6 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import loss as checks_loss
+from support import expect_pass, expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_softmax_and_cross_entropy.ipynb"
 
@@ -63,26 +64,15 @@ def cross_entropy_backward_loops(logits, targets):
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    out = capsys.readouterr().out
-    return result, out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 8.") and "stages passed" in out
-    return result
+    return expect_pass(check, fn, capsys=capsys, notebook=8)
 
 
 def assert_rejects(check, fn, capsys, stage, hint_part):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 8.") and f"[stage: {stage}]" in out
-    assert "  Hint: " in out and "Traceback" not in out
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=8, stage=stage, hint=hint_part)
 
 
 FORWARD, BACKWARD = cl.checks.check_cross_entropy_forward, cl.checks.check_cross_entropy_backward

@@ -10,6 +10,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import multihead as checks_multihead
+from support import expect_pass, expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_multi_head_attention.ipynb"
 
@@ -135,28 +136,16 @@ def mha_backward_loop(dy, x, W_q, W_k, W_v, W_o, A, n_heads):
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, *fns, capsys):
-    result = check(*fns)
-    return result, capsys.readouterr().out
+    return run_check(check, *fns, capsys=capsys)
 
 
 def assert_passes(check, *fns, capsys):
-    result, out = run(check, *fns, capsys=capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 4.") and "stages passed" in out
-    return result
+    return expect_pass(check, *fns, capsys=capsys, notebook=4)
 
 
 def assert_rejects(check, *fns, capsys, stage=None, hint=None, message=None):
-    result, out = run(check, *fns, capsys=capsys)
-    assert not result.passed and result.done, out
-    if stage is not None:
-        assert result.stage == stage, (result.stage, out)
-    if hint is not None:
-        assert result.hint is not None and hint in result.hint, (result.hint, out)
-    if message is not None:
-        assert message in result.message, (result.message, out)
-    assert out.startswith("✗ Exercise 4.") and "Traceback" not in out
-    return result
+    return expect_reject(check, *fns, capsys=capsys, notebook=4, stage=stage, hint=hint,
+                         message=message)
 
 
 # each checker with the functions it takes (the split/merge checker takes two)
@@ -297,7 +286,6 @@ def test_mask_float32_upcast_passes(capsys):
     """As in Exercises 4.4 and 4.6 (and core), a float64 result from float32 input is fine."""
     assert_passes(cl.checks.check_causal_mask, lambda S: apply_causal_mask(S).astype(np.float64),
                   capsys=capsys)
-
 
 
 # ---- Exercise 4.1 --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import stacking as checks_stacking
+from support import expect_pass, expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_stacking_and_output_head.ipynb"
 
@@ -58,24 +59,15 @@ def param_count_from_model(cfg):
 # ---- helpers ------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 7.") and "Traceback" not in out
-    return result
+    return expect_pass(check, fn, capsys=capsys, notebook=7)
 
 
 def assert_rejects(check, fn, capsys, stage, hint_part):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    assert out.startswith("✗ Exercise 7.") and "  Hint: " in out and "Traceback" not in out
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=7, stage=stage, hint=hint_part)
 
 
 CHECKERS = [(cl.checks.check_tied_embedding_grad, tied_embedding_grad),

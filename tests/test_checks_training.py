@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from support import expect_pass, expect_reject, run_check
 
 
 # ---- the reference solutions: the code of the notebook's solution regions ------------------
@@ -70,27 +71,16 @@ def clip_loop(grads, max_norm):
 # ---- helpers --------------------------------------------------------------------------------
 
 def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
-    assert result.passed and result.done, out
-    assert out.startswith("✓ Exercise 11.") and "stages passed" in out
-    return result
+    return expect_pass(check, fn, capsys=capsys, notebook=11)
 
 
 def assert_rejects(check, fn, capsys, hint_part, stage=None, message_part=None):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    assert out.startswith("✗ Exercise 11.") and "Traceback" not in out, out
-    if stage is not None:
-        assert result.stage == stage, (result.stage, out)
-    assert result.hint is not None and hint_part in result.hint, (result.hint, out)
-    if message_part is not None:
-        assert message_part in result.message, (result.message, out)
-    return result
+    return expect_reject(check, fn, capsys=capsys, notebook=11, stage=stage, hint=hint_part,
+                         message=message_part)
 
 
 MOMENTUM = cl.checks.check_sgd_momentum_step

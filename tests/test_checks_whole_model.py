@@ -8,6 +8,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import whole_model as wm
+from support import expect_reject, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10_backprop_whole_model.ipynb"
 
@@ -25,17 +26,11 @@ block_backward, model_backward = _solutions()
 
 
 def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+    return run_check(check, fn, capsys=capsys)
 
 
 def assert_rejects(check, fn, capsys, hint_part, stage=None):
-    result, out = run(check, fn, capsys)
-    assert not result.passed and result.done, out
-    if stage:
-        assert result.stage == stage, (result.stage, out)
-    assert result.hint and hint_part in result.hint, (result.hint, out)
-    assert "Traceback" not in out
+    return expect_reject(check, fn, capsys=capsys, stage=stage, hint=hint_part)
 
 
 def test_exported():
