@@ -6,9 +6,9 @@
 - tokens, embeddings, attention, multihead, layernorm, feedforward, stacking, loss,
   backprop, whole_model, training: the plots of notebooks 01 to 11, one module each.
 """
-from .figures import (LINESTYLES, PALETTE, STYLE, CourseFigure, figure_and_axes,  # noqa: F401
-                      figure_png, gradient_check, gradient_error_maps, heatmap, line_plot,
-                      new_figure, style)
+from .figures import (LINESTYLES, PALETTE, STYLE, CourseFigure, cosine_similarity,  # noqa: F401
+                      figure_and_axes, figure_png, gradient_check, gradient_error_maps, heatmap,
+                      line_plot, new_figure, style)
 from .widgets import MAX_FRAMES, WidgetPlot, slider_plot, widget_plot  # noqa: F401
 from .tokens import *  # noqa: F401,F403
 from .embeddings import *  # noqa: F401,F403

@@ -3,9 +3,9 @@ see what is plotted, not the matplotlib that draws it."""
 import numpy as np
 from matplotlib.figure import Figure
 
-from .figures import PALETTE, heatmap, new_figure, style
+from .figures import PALETTE, cosine_similarity, heatmap, new_figure, style
 
-__all__ = ['draw_sinusoid_pair', 'cosine_similarity', 'draw_position_similarity', 'position_similarity_pair']
+__all__ = ['draw_sinusoid_pair', 'draw_position_similarity', 'position_similarity_pair']
 
 
 def draw_sinusoid_pair(ax, i, d_model=64, seq_len=8, span=40):
@@ -26,13 +26,6 @@ def draw_sinusoid_pair(ax, i, d_model=64, seq_len=8, span=40):
            title=f"pair i = {i}: wavelength {text} positions")
     ax.legend(loc="upper center", ncol=3, frameon=False, fontsize=8)
     ax.grid(alpha=0.3)
-
-
-def cosine_similarity(rows):
-    """(N, C) -> (N, N) cosine similarity between the rows."""
-    m = np.asarray(rows, dtype=float)
-    unit = m / np.linalg.norm(m, axis=1, keepdims=True)
-    return unit @ unit.T
 
 
 def draw_position_similarity(ax, n, table):

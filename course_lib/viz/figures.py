@@ -201,3 +201,10 @@ def gradient_error_maps(grads, numerical, row_labels, col_labels, title, *, xlab
     with style():
         fig.suptitle(title)
     return fig
+
+
+def cosine_similarity(vectors):
+    """Cosine similarity of every pair of rows of `vectors` (T, C) -> (T, T), in float64."""
+    v = np.asarray(vectors, dtype=np.float64)
+    unit = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-300)
+    return unit @ unit.T

@@ -3,16 +3,9 @@ see what is plotted, not the matplotlib that draws it."""
 import numpy as np
 from matplotlib.figure import Figure
 
-from .figures import heatmap, new_figure, style
+from .figures import cosine_similarity, heatmap, style
 
-__all__ = ["cosine_similarity", "representation_similarity"]
-
-
-def cosine_similarity(vectors):
-    """Cosine similarity of every pair of rows of `vectors` (T, C) -> (T, T), in float64."""
-    v = np.asarray(vectors, dtype=np.float64)
-    unit = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-300)
-    return unit @ unit.T
+__all__ = ["representation_similarity"]
 
 
 def representation_similarity(fig, vectors, labels, title, mean_label=True) -> Figure:
