@@ -9,8 +9,11 @@ def small_config(**overrides):
     return cl.presets.deep_dive(**base)
 
 
-def run_check(check, *fns, capsys):
-    """Run a checker on the learner's function(s). -> (Result, what the checker printed)."""
+def run_check(check, *fns, capsys=None):
+    """Run a checker on the learner's function(s): run_check(check, fn, capsys) or
+    run_check(check, *fns, capsys=capsys). -> (Result, what the checker printed)."""
+    if capsys is None:
+        *fns, capsys = fns
     result = check(*fns)
     return result, capsys.readouterr().out
 
@@ -38,3 +41,14 @@ def expect_reject(check, *fns, capsys, notebook=None, stage=None, hint=None, mes
     if message is not None:
         assert message in result.message, (result.message, out)
     return result
+
+
+def notebook_asserts(notebook):
+    """assert_passes(check, fn, capsys) and assert_rejects(check, fn, capsys, stage, hint) for
+    the checkers of one notebook: the call convention most checker tests use."""
+    def assert_passes(check, fn, capsys):
+        return expect_pass(check, fn, capsys=capsys, notebook=notebook)
+
+    def assert_rejects(check, fn, capsys, stage, hint):
+        return expect_reject(check, fn, capsys=capsys, notebook=notebook, stage=stage, hint=hint)
+    return assert_passes, assert_rejects

@@ -9,7 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import attention as checks_attention
-from support import expect_pass, expect_reject, run_check
+from support import notebook_asserts, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_single_head_attention.ipynb"
 
@@ -50,16 +50,8 @@ def attention_backward(dout, Q, K, V, A):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
 
-
-def assert_passes(check, fn, capsys):
-    return expect_pass(check, fn, capsys=capsys, notebook=3)
-
-
-def assert_rejects(check, fn, capsys, stage, hint_part):
-    return expect_reject(check, fn, capsys=capsys, notebook=3, stage=stage, hint=hint_part)
+assert_passes, assert_rejects = notebook_asserts(3)
 
 
 CHECKERS = [
@@ -86,7 +78,7 @@ def test_stub_is_not_done(check, _, capsys):
     def stub(*args):
         raise NotImplementedError("Exercise 3.k: your code here")
 
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.passed and not result.done
     assert "not done yet" in out and "Traceback" not in out
     assert len(out.strip().splitlines()) == 1
@@ -97,14 +89,14 @@ def test_other_exception_is_a_failed_result(check, _, capsys):
     def broken(*args):
         return undefined_name  # noqa: F821  a learner's NameError
 
-    result, out = run(check, broken, capsys)
+    result, out = run_check(check, broken, capsys)
     assert not result.passed and result.done
     assert "NameError" in result.message and "Traceback" not in out
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
 def test_not_callable(check, _, capsys):
-    result, out = run(check, np.zeros(3), capsys)
+    result, out = run_check(check, np.zeros(3), capsys)
     assert not result.passed and "pass your function itself" in out
 
 
@@ -169,7 +161,7 @@ def test_softmax_naive_prints_no_warning(capsys, recwarn):
         e = np.exp(x)
         return e / np.sum(e, axis=-1, keepdims=True)
 
-    run(cl.checks.check_stable_softmax, naive, capsys)
+    run_check(cl.checks.check_stable_softmax, naive, capsys)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
@@ -219,13 +211,13 @@ def test_softmax_wrong_shape_and_type(capsys):
     r = assert_rejects(cl.checks.check_stable_softmax, lambda x: softmax(x).ravel(), capsys, "shapes",
                        "keeps the shape")
     assert "shape (6,)" in r.message
-    result, out = run(cl.checks.check_stable_softmax, lambda x: "a string", capsys)
+    result, out = run_check(cl.checks.check_stable_softmax, lambda x: "a string", capsys)
     assert not result.passed and "NumPy array of numbers" in result.message
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
 def test_missing_return(check, _, capsys):
-    result, out = run(check, lambda *args: None, capsys)
+    result, out = run_check(check, lambda *args: None, capsys)
     assert not result.passed and result.done and result.stage is not None
     assert "returned None" in result.message and "return" in result.hint
 
@@ -340,7 +332,7 @@ def test_softmax_backward_rejects(wrong, hint, capsys):
 
 
 def test_softmax_backward_arguments_swapped(capsys):
-    result, out = run(cl.checks.check_softmax_backward, lambda dy, y: softmax_backward(y, dy), capsys)
+    result, out = run_check(cl.checks.check_softmax_backward, lambda dy, y: softmax_backward(y, dy), capsys)
     assert not result.passed and result.stage == "hand-checkable case"
 
 
@@ -537,7 +529,7 @@ def _f32(fn):
 
 @pytest.mark.parametrize("check, fn", CHECKERS)
 def test_float32_computation_is_named_as_a_dtype_problem(check, fn, capsys):
-    result, out = run(check, _f32(fn), capsys)
+    result, out = run_check(check, _f32(fn), capsys)
     assert not result.passed and result.done, out
     assert "float32" in result.message and "dtype problem" in result.hint, out
     assert "Traceback" not in out
@@ -555,7 +547,7 @@ def test_float32_computation_is_named_as_a_dtype_problem(check, fn, capsys):
     (lambda r: r[:1] if isinstance(r, tuple) else [r, r], "length"),
 ])
 def test_odd_return_values(check, fn, odd, words, capsys):
-    result, out = run(check, lambda *args: odd(fn(*args)), capsys)
+    result, out = run_check(check, lambda *args: odd(fn(*args)), capsys)
     assert not result.passed and result.done, out
     assert "Traceback" not in out and out.startswith("✗ Exercise 3.")
     if words != "length" or isinstance(fn(*_SAMPLE_ARGS[fn.__name__]), tuple):

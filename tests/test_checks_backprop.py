@@ -84,9 +84,6 @@ def fork_backward_loops(dy, x, W):
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def run(check, *fns, capsys):
-    return run_check(check, *fns, capsys=capsys)
-
 
 def assert_passes(check, *fns, capsys):
     return expect_pass(check, *fns, capsys=capsys, notebook=9)
@@ -241,7 +238,7 @@ def test_mlp_value_bugs_reported_on_the_seed_numbers_first(capsys):
     # the mean equals the sum for one example: found on the random batches
     assert_rejects(check_mlp, mlp_forward, _bias_mean, capsys=capsys, hint_part="SUM of dout",
                    stage="random batches, forward and backward")
-    result, out = run(check_mlp, _fwd_no_relu, mlp_backward, capsys=capsys)
+    result, out = run_check(check_mlp, _fwd_no_relu, mlp_backward, capsys=capsys)
     assert "0.98" in out or "1.3" in out or "-0.3" in out, out      # numbers from the paper
 
 
@@ -250,33 +247,33 @@ def test_mlp_in_place_float32_odd_returns_and_stub(capsys):
         z *= (z > 0)                        # changes z in place
         return mlp_backward(dout, x, W1, W2, z, h)
 
-    result, out = run(check_mlp, mlp_forward, in_place, capsys=capsys)
+    result, out = run_check(check_mlp, mlp_forward, in_place, capsys=capsys)
     assert not result.passed and "`z` in place" in out
 
     def f32(dout, x, W1, W2, z, h):
         return tuple(g.astype(np.float32) for g in mlp_backward(dout, x, W1, W2, z, h))
 
-    result, out = run(check_mlp, mlp_forward, f32, capsys=capsys)
+    result, out = run_check(check_mlp, mlp_forward, f32, capsys=capsys)
     assert not result.passed and "float32" in out and "dtype" in out
 
     for odd, text in ((lambda *a: None, "got NoneType"), (lambda *a: "dx", "got str"),
                       (lambda *a: mlp_backward(*a)[:4], "of length 4")):
-        result, out = run(check_mlp, mlp_forward, odd, capsys=capsys)
+        result, out = run_check(check_mlp, mlp_forward, odd, capsys=capsys)
         assert not result.passed and text in out, out
 
     def wrong_shape(*a):
         dx, dW1, db1, dW2, db2 = mlp_backward(*a)
         return dx, dW1, db1, dW2.T, db2
 
-    result, out = run(check_mlp, mlp_forward, wrong_shape, capsys=capsys)
+    result, out = run_check(check_mlp, mlp_forward, wrong_shape, capsys=capsys)
     assert not result.passed and "dW2 has shape" in out
 
     def stub(*a):
         raise NotImplementedError
 
-    result, out = run(check_mlp, mlp_forward, stub, capsys=capsys)
+    result, out = run_check(check_mlp, mlp_forward, stub, capsys=capsys)
     assert not result.done and "not done yet" in out
-    result, out = run(check_mlp, stub, stub, capsys=capsys)
+    result, out = run_check(check_mlp, stub, stub, capsys=capsys)
     assert not result.done and "not done yet" in out
 
 
@@ -394,28 +391,28 @@ def test_fork_in_place_float32_odd_returns_and_stub(capsys):
         x[x < 0] = 0                       # changes x in place
         return fork_backward(dy, x, W)
 
-    result, out = run(check_fork, in_place, capsys=capsys)
+    result, out = run_check(check_fork, in_place, capsys=capsys)
     assert not result.passed and "`x` in place" in out
 
     def f32(dy, x, W):
         return tuple(g.astype(np.float32) for g in fork_backward(dy, x, W))
 
-    result, out = run(check_fork, f32, capsys=capsys)
+    result, out = run_check(check_fork, f32, capsys=capsys)
     assert not result.passed and "float32" in out and "dtype" in out
 
     for odd, text in ((lambda *a: None, "got NoneType"), (lambda *a: "dx", "got str"),
                       (lambda *a: fork_backward(*a)[0], "got ndarray")):
-        result, out = run(check_fork, odd, capsys=capsys)
+        result, out = run_check(check_fork, odd, capsys=capsys)
         assert not result.passed and text in out, out
 
-    result, out = run(check_fork, lambda dy, x, W: (fork_backward(dy, x, W)[0].T, x.T @ dy),
+    result, out = run_check(check_fork, lambda dy, x, W: (fork_backward(dy, x, W)[0].T, x.T @ dy),
                       capsys=capsys)
     assert not result.passed and "dx has shape" in out
 
     def stub(dy, x, W):
         raise NotImplementedError
 
-    result, out = run(check_fork, stub, capsys=capsys)
+    result, out = run_check(check_fork, stub, capsys=capsys)
     assert not result.done and "not done yet" in out
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import feedforward as checks_ff
-from support import expect_pass, expect_reject, run_check
+from support import notebook_asserts, run_check
 
 
 # ---- the reference solutions: the code of the notebook's solution regions -----------------
@@ -114,16 +114,8 @@ CHECKERS = [
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
 
-
-def assert_passes(check, fn, capsys):
-    return expect_pass(check, fn, capsys=capsys, notebook=6)
-
-
-def assert_rejects(check, fn, capsys, stage, hint_part):
-    return expect_reject(check, fn, capsys=capsys, notebook=6, stage=stage, hint=hint_part)
+assert_passes, assert_rejects = notebook_asserts(6)
 
 
 @pytest.mark.parametrize("check, fn", CHECKERS + [
@@ -146,7 +138,7 @@ def test_stub_is_not_done(capsys):
         raise NotImplementedError
 
     for check, _ in CHECKERS:
-        result, out = run(check, stub, capsys)
+        result, out = run_check(check, stub, capsys)
         assert not result.done and "not done yet" in out and "Traceback" not in out
 
 
@@ -459,14 +451,14 @@ def test_float64_computation_cast_to_float32_is_named(check, fn, capsys):
         result = fn(*args)
         return tuple(np.asarray(r).astype(np.float32) for r in result) if isinstance(result, tuple) else \
             np.asarray(result).astype(np.float32)
-    result, out = run(check, cast, capsys)
+    result, out = run_check(check, cast, capsys)
     assert not result.passed and result.done, out
     assert "float32" in result.message and "dtype problem" in result.hint, out
 
 
 @pytest.mark.parametrize("check, fn", CHECKERS)
 def test_float32_computation_is_named_as_a_dtype_problem(check, fn, capsys):
-    result, out = run(check, _f32(fn), capsys)
+    result, out = run_check(check, _f32(fn), capsys)
     assert not result.passed and result.done, out
     assert "float32" in result.message and "dtype problem" in result.hint, out
 
@@ -480,7 +472,7 @@ def test_float32_computation_is_named_as_a_dtype_problem(check, fn, capsys):
     (lambda r: r[:2] if isinstance(r, tuple) else np.asarray(r)[:1], "shape"),
 ])
 def test_odd_return_values(check, fn, odd, words, capsys):
-    result, out = run(check, lambda *args: odd(fn(*args)), capsys)
+    result, out = run_check(check, lambda *args: odd(fn(*args)), capsys)
     assert not result.passed and result.done, out
     assert "Traceback" not in out and out.startswith("✗ Exercise 6.")
     if words == "shape" and fn is linear_backward:
@@ -489,7 +481,7 @@ def test_odd_return_values(check, fn, odd, words, capsys):
 
 
 def test_not_callable(capsys):
-    result, out = run(cl.checks.check_linear_backward, 3, capsys)
+    result, out = run_check(cl.checks.check_linear_backward, 3, capsys)
     assert not result.passed and "pass your function itself" in out
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import layernorm as checks_layernorm
-from support import expect_pass, expect_reject, run_check
+from support import notebook_asserts, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_residuals_and_layernorm.ipynb"
 
@@ -68,16 +68,8 @@ def backward_loops(dy, xhat, rstd, gamma):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
 
-
-def assert_passes(check, fn, capsys):
-    return expect_pass(check, fn, capsys=capsys, notebook=5)
-
-
-def assert_rejects(check, fn, capsys, stage, hint_part):
-    return expect_reject(check, fn, capsys=capsys, notebook=5, stage=stage, hint=hint_part)
+assert_passes, assert_rejects = notebook_asserts(5)
 
 
 FWD, BWD = cl.checks.check_layernorm_forward, cl.checks.check_layernorm_backward
@@ -107,20 +99,20 @@ def test_stub_is_not_done(check, _, capsys):
     def stub(*args):
         raise NotImplementedError
 
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.passed and not result.done
     assert "not done yet" in out and len(out.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
 def test_odd_returns(check, _, capsys):
-    result, _out = run(check, lambda *a: None, capsys)
+    result, _out = run_check(check, lambda *a: None, capsys)
     assert not result.passed and "None" in result.message and "return" in result.hint
-    result, _out = run(check, lambda *a: "a string", capsys)
+    result, _out = run_check(check, lambda *a: "a string", capsys)
     assert not result.passed and "should return 3 arrays" in result.message
-    result, _out = run(check, lambda *a: ("a", "b", "c"), capsys)
+    result, _out = run_check(check, lambda *a: ("a", "b", "c"), capsys)
     assert not result.passed and "NumPy array of numbers" in result.message
-    result, out = run(check, lambda *a: undefined_name, capsys)  # noqa: F821
+    result, out = run_check(check, lambda *a: undefined_name, capsys)  # noqa: F821
     assert not result.passed and "NameError" in result.message and "Traceback" not in out
 
 
@@ -132,7 +124,7 @@ def test_in_place_is_rejected(check, fn, name, capsys):
         a *= 0
         return out
 
-    result, _out = run(check, in_place, capsys)
+    result, _out = run_check(check, in_place, capsys)
     assert not result.passed and f"`a`" in result.message and "in place" in result.message
 
 
@@ -141,7 +133,7 @@ def test_float32_is_named(check, fn, capsys):
     def f32(*args):
         return tuple(np.asarray(r, dtype=np.float32) for r in fn(*args))
 
-    result, _out = run(check, f32, capsys)
+    result, _out = run_check(check, f32, capsys)
     assert not result.passed and "float32" in result.hint and "dtype" in result.hint
 
 
@@ -250,7 +242,7 @@ def test_forward_wrong_axis_on_square_input_is_named():
 
 
 def test_forward_returns_two_arrays(capsys):
-    result, _out = run(FWD, lambda *a: layernorm_forward(*a)[:2], capsys)
+    result, _out = run_check(FWD, lambda *a: layernorm_forward(*a)[:2], capsys)
     assert not result.passed and "return y, xhat, rstd" in result.hint
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import loss as checks_loss
-from support import expect_pass, expect_reject, run_check
+from support import notebook_asserts, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_softmax_and_cross_entropy.ipynb"
 
@@ -63,16 +63,8 @@ def cross_entropy_backward_loops(logits, targets):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
 
-
-def assert_passes(check, fn, capsys):
-    return expect_pass(check, fn, capsys=capsys, notebook=8)
-
-
-def assert_rejects(check, fn, capsys, stage, hint_part):
-    return expect_reject(check, fn, capsys=capsys, notebook=8, stage=stage, hint=hint_part)
+assert_passes, assert_rejects = notebook_asserts(8)
 
 
 FORWARD, BACKWARD = cl.checks.check_cross_entropy_forward, cl.checks.check_cross_entropy_backward
@@ -100,18 +92,18 @@ def test_stub_is_not_done(check, _, capsys):
     def stub(*args):
         raise NotImplementedError("Exercise 8.k: your code here")
 
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.passed and not result.done
     assert "not done yet" in out and len(out.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
 def test_odd_returns(check, _, capsys):
-    result, out = run(check, lambda *a: None, capsys)
+    result, out = run_check(check, lambda *a: None, capsys)
     assert not result.passed and result.done and "None" in result.message
-    result, out = run(check, lambda *a: "a string", capsys)
+    result, out = run_check(check, lambda *a: "a string", capsys)
     assert not result.passed and "NumPy array of numbers" in result.message
-    result, out = run(check, np.zeros(3), capsys)
+    result, out = run_check(check, np.zeros(3), capsys)
     assert not result.passed and "pass your function itself" in out
 
 
@@ -120,7 +112,7 @@ def test_other_exception_is_a_failed_result(check, _, capsys):
     def broken(*args):
         return undefined_name  # noqa: F821  a learner's NameError
 
-    result, out = run(check, broken, capsys)
+    result, out = run_check(check, broken, capsys)
     assert not result.passed and result.done
     assert "NameError" in result.message and "Traceback" not in out
 
@@ -245,7 +237,7 @@ def test_forward_in_place(capsys):
         logits -= logits.max(axis=1, keepdims=True)
         return cross_entropy(logits, targets)
 
-    result, out = run(FORWARD, in_place, capsys)
+    result, out = run_check(FORWARD, in_place, capsys)
     assert not result.passed and "changed its input `logits` in place" in result.message
 
 
@@ -253,12 +245,12 @@ def test_forward_float32_is_a_dtype_problem(capsys):
     def single(logits, targets):
         return np.float32(cross_entropy(logits.astype(np.float32), targets))
 
-    result, out = run(FORWARD, single, capsys)
+    result, out = run_check(FORWARD, single, capsys)
     assert not result.passed and "float32" in result.message and "dtype problem" in result.hint, out
 
 
 def test_forward_prints_no_warning(capsys, recwarn):
-    run(FORWARD, _forward_with(log_p=_naive_log_p), capsys)
+    run_check(FORWARD, _forward_with(log_p=_naive_log_p), capsys)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
@@ -354,7 +346,7 @@ def test_backward_in_place(capsys):
         logits -= logits.max(axis=1, keepdims=True)
         return cross_entropy_backward(logits, targets)
 
-    result, out = run(BACKWARD, in_place, capsys)
+    result, out = run_check(BACKWARD, in_place, capsys)
     assert not result.passed and "changed its input `logits` in place" in result.message
 
 
@@ -362,7 +354,7 @@ def test_backward_float32_is_a_dtype_problem(capsys):
     def single(logits, targets):
         return cross_entropy_backward(logits.astype(np.float32), targets)
 
-    result, out = run(BACKWARD, single, capsys)
+    result, out = run_check(BACKWARD, single, capsys)
     assert not result.passed and "float32" in result.message and "dtype problem" in result.hint, out
 
 

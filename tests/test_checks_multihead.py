@@ -135,9 +135,6 @@ def mha_backward_loop(dy, x, W_q, W_k, W_v, W_o, A, n_heads):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, *fns, capsys):
-    return run_check(check, *fns, capsys=capsys)
-
 
 def assert_passes(check, *fns, capsys):
     return expect_pass(check, *fns, capsys=capsys, notebook=4)
@@ -192,7 +189,7 @@ def test_stub_is_not_done(key, capsys):
         raise NotImplementedError
 
     check, fns = replace_first(key, stub)
-    result, out = run(check, *fns, capsys=capsys)
+    result, out = run_check(check, *fns, capsys=capsys)
     assert not result.passed and not result.done
     assert "not done yet" in out and len(out.strip().splitlines()) == 1
 
@@ -202,7 +199,7 @@ def test_none_string_and_exception(key, capsys):
     for bad, words in ((lambda *a: None, "None"), (lambda *a: "a string", "str"),
                        (lambda *a: undefined_name, "NameError")):  # noqa: F821
         check, fns = replace_first(key, bad)
-        result, out = run(check, *fns, capsys=capsys)
+        result, out = run_check(check, *fns, capsys=capsys)
         assert not result.passed and result.done and "Traceback" not in out
         assert words in result.message or words in out, out
 
@@ -210,7 +207,7 @@ def test_none_string_and_exception(key, capsys):
 @pytest.mark.parametrize("key", CHECKERS)
 def test_not_callable(key, capsys):
     check, fns = replace_first(key, np.zeros(3))
-    result, out = run(check, *fns, capsys=capsys)
+    result, out = run_check(check, *fns, capsys=capsys)
     assert not result.passed and "pass your function itself" in out
 
 
@@ -321,7 +318,7 @@ def test_merge_interleaved(capsys):
 
 
 def test_split_merge_missing_second_function(capsys):
-    result, out = run(cl.checks.check_split_merge_heads, split_heads, capsys=capsys)
+    result, out = run_check(cl.checks.check_split_merge_heads, split_heads, capsys=capsys)
     assert not result.passed and "pass both functions" in out
 
 

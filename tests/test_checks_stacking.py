@@ -9,7 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import stacking as checks_stacking
-from support import expect_pass, expect_reject, run_check
+from support import notebook_asserts, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_stacking_and_output_head.ipynb"
 
@@ -58,16 +58,8 @@ def param_count_from_model(cfg):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
 
-
-def assert_passes(check, fn, capsys):
-    return expect_pass(check, fn, capsys=capsys, notebook=7)
-
-
-def assert_rejects(check, fn, capsys, stage, hint_part):
-    return expect_reject(check, fn, capsys=capsys, notebook=7, stage=stage, hint=hint_part)
+assert_passes, assert_rejects = notebook_asserts(7)
 
 
 CHECKERS = [(cl.checks.check_tied_embedding_grad, tied_embedding_grad),
@@ -90,14 +82,14 @@ def test_stub_is_not_done(check, _, capsys):
     def stub(*args):
         raise NotImplementedError
 
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.passed and not result.done and "not done yet" in out
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
 def test_none_and_string(check, _, capsys):
     for bad in (lambda *a: None, lambda *a: "abc"):
-        result, out = run(check, bad, capsys)
+        result, out = run_check(check, bad, capsys)
         assert not result.passed and result.done and "Traceback" not in out
 
 
@@ -177,9 +169,9 @@ def test_param_count_rejects_floats(bad, capsys):
 
 
 def test_param_count_array_and_bool(capsys):
-    r, out = run(cl.checks.check_param_count, lambda cfg: np.array([param_count(cfg)] * 2), capsys)
+    r, out = run_check(cl.checks.check_param_count, lambda cfg: np.array([param_count(cfg)] * 2), capsys)
     assert not r.passed and "one number" in r.message
-    r, out = run(cl.checks.check_param_count, lambda cfg: True, capsys)
+    r, out = run_check(cl.checks.check_param_count, lambda cfg: True, capsys)
     assert not r.passed and "boolean" in r.message
 
 

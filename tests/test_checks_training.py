@@ -70,9 +70,6 @@ def clip_loop(grads, max_norm):
 
 # ---- helpers --------------------------------------------------------------------------------
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
-
 
 def assert_passes(check, fn, capsys):
     return expect_pass(check, fn, capsys=capsys, notebook=11)
@@ -299,7 +296,7 @@ def _clip_in_place(grads, max_norm):
     (CLIP, _clip_in_place, "`grads['w']`"),
 ])
 def test_in_place_changes_are_named(check, fn, name, capsys):
-    result, out = run(check, fn, capsys)
+    result, out = run_check(check, fn, capsys)
     assert not result.passed and result.stage == FIRST[check], out
     assert f"changed its input {name} in place" in result.message \
         or f"changed {name} in place" in result.message, out
@@ -348,13 +345,13 @@ def _returning(check, value):
      "shape"),
 ])
 def test_odd_returns_fail_cleanly(check, value, text, capsys):
-    result, out = run(check, _returning(check, value), capsys)
+    result, out = run_check(check, _returning(check, value), capsys)
     assert not result.passed and result.done and result.stage == FIRST[check], out
     assert "Traceback" not in out and result.hint
 
 
 def test_wrong_number_of_returned_values(capsys):
-    result, out = run(ADAM, lambda param, grad, m, v, t, lr, betas, eps: (param, m), capsys)
+    result, out = run_check(ADAM, lambda param, grad, m, v, t, lr, betas, eps: (param, m), capsys)
     assert not result.passed and "returned 2 values, expected 3" in result.message, out
 
 
@@ -362,7 +359,7 @@ def test_wrong_number_of_returned_values(capsys):
 def test_stub_is_not_done(check, capsys):
     def stub(*args):
         raise NotImplementedError
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.passed and not result.done
     assert "not done yet" in out
 
@@ -370,7 +367,7 @@ def test_stub_is_not_done(check, capsys):
 def test_a_crash_is_reported_not_raised(capsys):
     def broken(param, grad, velocity, lr, momentum):
         return param @ np.ones((99, 2)), velocity
-    result, out = run(MOMENTUM, broken, capsys)
+    result, out = run_check(MOMENTUM, broken, capsys)
     assert not result.passed and "raised ValueError" in result.message, out
 
 
@@ -413,7 +410,7 @@ def _clip_odd_norm(grads, max_norm):
                                        (ADAM, _adam_odd_moments), (CLIP, _clip_odd),
                                        (CLIP, _clip_odd_norm)])
 def test_default_hints_point_to_the_text_not_the_solution(check, fn, capsys):
-    result, _ = run(check, fn, capsys)
+    result, _ = run_check(check, fn, capsys)
     hint = result.hint
     assert not result.passed and hint and "Exercise 11." in hint, hint
     for formula in (r"=", r" \* ", r"sqrt\(", r"\blr\b", r"\bgrad\b", r"max_norm /", r"/ norm"):

@@ -25,10 +25,6 @@ def _solutions():
 block_backward, model_backward = _solutions()
 
 
-def run(check, fn, capsys):
-    return run_check(check, fn, capsys=capsys)
-
-
 def assert_rejects(check, fn, capsys, hint_part, stage=None):
     return expect_reject(check, fn, capsys=capsys, stage=stage, hint=hint_part)
 
@@ -55,7 +51,7 @@ def test_reference_formulas_equal_course_lib_block():
 @pytest.mark.parametrize("check, fn", [(cl.checks.check_block_backward, block_backward),
                                        (cl.checks.check_model_backward, model_backward)])
 def test_reference_passes(check, fn, capsys):
-    result, out = run(check, fn, capsys)
+    result, out = run_check(check, fn, capsys)
     assert result.passed, out
 
 
@@ -66,7 +62,7 @@ def _block_variant(**kw):
 
 
 def test_block_loop_version_passes(capsys):
-    assert run(cl.checks.check_block_backward, _block_variant(), capsys)[0].passed
+    assert run_check(cl.checks.check_block_backward, _block_variant(), capsys)[0].passed
 
 
 @pytest.mark.parametrize("kw, hint", [
@@ -97,14 +93,14 @@ def test_block_in_place(capsys):
         out = block_backward(dy, cache, params)
         cache["ffn.h"][...] = 0
         return out
-    result, out = run(cl.checks.check_block_backward, fn, capsys)
+    result, out = run_check(cl.checks.check_block_backward, fn, capsys)
     assert not result.passed and "cache['ffn.h']" in out
 
     def fn2(dy, cache, params):
         out = block_backward(dy, cache, params)
         dy[...] = 0
         return out
-    result, out = run(cl.checks.check_block_backward, fn2, capsys)
+    result, out = run_check(cl.checks.check_block_backward, fn2, capsys)
     assert not result.passed and "`dy`" in out
 
 
@@ -120,7 +116,7 @@ def test_block_float32_named(capsys):
 
 @pytest.mark.parametrize("ret", [None, "dx", (np.zeros(3), {})])
 def test_block_odd_returns(ret, capsys):
-    result, out = run(cl.checks.check_block_backward, lambda dy, c, p: ret, capsys)
+    result, out = run_check(cl.checks.check_block_backward, lambda dy, c, p: ret, capsys)
     assert not result.passed and result.stage == "returns" and "Traceback" not in out
 
 
@@ -128,7 +124,7 @@ def test_block_odd_returns(ret, capsys):
 def test_stub_not_done(check, capsys):
     def stub(*a):
         raise NotImplementedError
-    result, out = run(check, stub, capsys)
+    result, out = run_check(check, stub, capsys)
     assert not result.done and "not done yet" in out
 
 
@@ -162,12 +158,12 @@ def test_model_changes_params(capsys):
         g = model_backward(model)
         model.params["head.w"] -= 0.1 * g["head.w"] if "head.w" in g else 0
         return g
-    result, out = run(cl.checks.check_model_backward, fn, capsys)
+    result, out = run_check(cl.checks.check_model_backward, fn, capsys)
     assert not result.passed and "model.params" in out
 
 
 def test_model_returns_none(capsys):
-    result, out = run(cl.checks.check_model_backward, lambda m: None, capsys)
+    result, out = run_check(cl.checks.check_model_backward, lambda m: None, capsys)
     assert not result.passed and "return grads" in (result.hint or "")
 
 
@@ -327,7 +323,7 @@ def test_model_dlogits_not_divided(capsys):
         return {k: v * M for k, v in model_backward(model).items()}
     assert_rejects(cl.checks.check_model_backward, fn, capsys,
                    "divide by the number of scored rows", stage="returns")
-    _, out = run(cl.checks.check_model_backward, fn, capsys)
+    _, out = run_check(cl.checks.check_model_backward, fn, capsys)
     assert "M = 2" in out
 
 
@@ -372,4 +368,4 @@ def test_model_loop_over_stations_passes(capsys):
             grads["pos_emb"] = np.zeros_like(p["pos_emb"])
             grads["pos_emb"][:T] = d_pos
         return grads
-    assert run(cl.checks.check_model_backward, fn, capsys)[0].passed
+    assert run_check(cl.checks.check_model_backward, fn, capsys)[0].passed
