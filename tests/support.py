@@ -52,3 +52,20 @@ def notebook_asserts(notebook):
     def assert_rejects(check, fn, capsys, stage, hint):
         return expect_reject(check, fn, capsys=capsys, notebook=notebook, stage=stage, hint=hint)
     return assert_passes, assert_rejects
+
+
+def notebook_solutions(path, n_cells, names):
+    """The notebook's solution cells (those holding `### BEGIN SOLUTION`), run in one namespace
+    that starts as `names`. -> (their sources, the namespace). Skips while the notebook is absent."""
+    import nbformat
+    import pytest
+
+    if not path.exists():
+        pytest.skip("notebook not written yet")
+    nb = nbformat.read(path, as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+    assert len(cells) == n_cells
+    namespace = dict(names)
+    for source in cells:
+        exec(compile(source, str(path), "exec"), namespace)
+    return cells, namespace

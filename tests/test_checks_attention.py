@@ -9,7 +9,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.checks import attention as checks_attention
-from support import notebook_asserts, run_check
+from support import notebook_asserts, notebook_solutions, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_single_head_attention.ipynb"
 
@@ -102,14 +102,7 @@ def test_not_callable(check, _, capsys):
 
 def test_reference_solutions_match_the_notebook(capsys):
     """The functions above are the notebook's solution regions, and the notebook's pass."""
-    if not NOTEBOOK.exists():
-        pytest.skip("notebook not written yet")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-    assert len(cells) == 4
-    namespace = {"np": np}
-    for source in cells:
-        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    cells, namespace = notebook_solutions(NOTEBOOK, 4, {"np": np})
     for check, fn in CHECKERS:
         assert_passes(check, namespace[fn.__name__], capsys)
         own = [src for src in cells if f"def {fn.__name__}(" in src]

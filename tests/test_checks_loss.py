@@ -3,13 +3,12 @@ reject realistic learner bugs at the right stage, with a hint that names the bug
 import inspect
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 import course_lib as cl
 from course_lib.checks import loss as checks_loss
-from support import notebook_asserts, run_check
+from support import notebook_asserts, notebook_solutions, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "08_softmax_and_cross_entropy.ipynb"
 
@@ -119,14 +118,7 @@ def test_other_exception_is_a_failed_result(check, _, capsys):
 
 def test_reference_solutions_match_the_notebook(capsys):
     """The functions above are the notebook's solution regions, and the notebook's pass."""
-    if not NOTEBOOK.exists():
-        pytest.skip("notebook not written yet")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-    assert len(cells) == 2
-    namespace = {"np": np, "cl": cl}
-    for source in cells:
-        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    cells, namespace = notebook_solutions(NOTEBOOK, 2, {"np": np, "cl": cl})
     for check, fn in CHECKERS:
         assert_passes(check, namespace[fn.__name__], capsys)
         own = [src for src in cells if f"def {fn.__name__}(" in src]

@@ -4,13 +4,12 @@ the bug."""
 import inspect
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 import course_lib as cl
 from course_lib.checks import multihead as checks_multihead
-from support import expect_pass, expect_reject, run_check
+from support import expect_pass, expect_reject, notebook_solutions, run_check
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_multi_head_attention.ipynb"
 
@@ -212,14 +211,7 @@ def test_not_callable(key, capsys):
 
 
 def test_reference_solutions_match_the_notebook(capsys):
-    if not NOTEBOOK.exists():
-        pytest.skip("notebook not written yet")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-    assert len(cells) == 4
-    namespace = {"np": np}
-    for source in cells:
-        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    cells, namespace = notebook_solutions(NOTEBOOK, 4, {"np": np})
     for check, fns in CHECKERS.values():
         assert_passes(check, *(namespace[f.__name__] for f in fns), capsys=capsys)
     for source in cells:
