@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
+from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
                    stage)
 
 __all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
@@ -103,19 +103,6 @@ def _attention_backward(dout, Q, K, V, A, softmax_backward=_softmax_backward, sc
     dV = A.T @ dout
     dS = softmax_backward(dout @ V.T, A)
     return dS @ K * s, dS.T @ Q * s, dV
-
-
-def _pair(result, names, what):
-    """The learner's tuple (out, A) / (dQ, dK, dV) as a list of arrays, or a clear failure.
-
-    Float arrays are returned as they are (their dtype is part of the diagnosis)."""
-    n = len(names)
-    if not isinstance(result, (tuple, list)) or len(result) != n or isinstance(result, np.ndarray):
-        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
-        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
-                          hint=f"end your function with `return {', '.join(names)}`")
-    arrays = [as_array(r, name) for r, name in zip(result, names)]
-    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
 
 
 # ----------------------------------------------------------------------------------------
@@ -269,7 +256,7 @@ def _expect_not_swapped(out, A, Tq, Tk, Dv):
 
 def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     Tq, Tk, Dv = Q.shape[0], K.shape[0], V.shape[1]
-    out, A = _pair(_run(attention, Q, K, V), ["out", "A"], "attention(Q, K, V)")
+    out, A = expect_arrays(_run(attention, Q, K, V), ["out", "A"], "attention(Q, K, V)")
     _expect_not_swapped(out, A, Tq, Tk, Dv)
     if A.shape == (Tk, Tq) and Tk != Tq:
         raise CheckFailed(f"A has shape {A.shape}, expected (T_q, T_k) = {(Tq, Tk)}",
@@ -297,7 +284,7 @@ def check_single_head_attention(attention):
         Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
         hint = ("here Q is (3, 4), K is (5, 4), V is (5, 2): S = Q @ K.T and A are (3, 5), out = A @ V is "
                 "(3, 2); print the shapes of your intermediate arrays")
-        out, A = _pair(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
+        out, A = expect_arrays(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
         _expect_not_swapped(out, A, 3, 5, 2)
         if A.shape == (5, 3):
             raise CheckFailed("A has shape (5, 3), expected (T_q, T_k) = (3, 5)",
@@ -524,7 +511,7 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     if Q.dtype == np.float32:
         A = A.astype(np.float32)
     Tq, Tk, D, Dv = Q.shape[0], K.shape[0], Q.shape[1], V.shape[1]
-    dQ, dK, dV = _pair(_run(fn, dout, Q, K, V, A), ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
+    dQ, dK, dV = expect_arrays(_run(fn, dout, Q, K, V, A), ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
     for arr, name, shape in ((dQ, "dQ", (Tq, D)), (dK, "dK", (Tk, D)), (dV, "dV", (Tk, Dv))):
         expect_shape(arr, shape, what=name,
                      hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "
@@ -550,7 +537,7 @@ def check_single_head_attention_backward(fn):
         A = _attention(Q, K, V)[1]
         hint = ("here dout is (3, 2), Q (3, 4), K (5, 4), V (5, 2), A (3, 5): dV = A.T @ dout is (5, 2), "
                 "dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
-        dQ, dK, dV = _pair(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint,
+        dQ, dK, dV = expect_arrays(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint,
                                 broadcast_hint=_transposed_da_hint(3, 5)),
                            ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
         for arr, name, shape in ((dQ, "dQ", (3, 4)), (dK, "dK", (5, 4)), (dV, "dV", (5, 2))):

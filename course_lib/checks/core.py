@@ -195,6 +195,20 @@ def _digits(got, want):
     return a, b
 
 
+def expect_arrays(result, names, what):
+    """The learner's tuple of arrays (e.g. `return dx, dW, db`) as a list, or a clear failure.
+
+    Float arrays are returned as they are: their dtype is part of the diagnosis."""
+    n = len(names)
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list))
+                                       else "")
+        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
+                          hint=f"end your function with `return {', '.join(names)}`")
+    arrays = [as_array(r, name) for r, name in zip(result, names)]
+    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
+
+
 def expect_shape(value, shape, what="your result", hint=None):
     arr = as_array(value, what)
     if arr.shape != tuple(shape):

@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
+from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
+                   expect_shape, stage)
 
 __all__ = ["check_linear_backward", "check_relu_backward", "check_gelu", "check_block_forward"]
 
@@ -40,17 +41,6 @@ def _run(fn, *args, hint=None):
     if result is None:
         raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
     return result
-
-
-def _tuple(result, names, what):
-    """The learner's tuple as a list of arrays (float arrays kept as they are, for the dtype check)."""
-    n = len(names)
-    if not isinstance(result, (tuple, list)) or len(result) != n:
-        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
-        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
-                          hint=f"end your function with `return {', '.join(names)}`")
-    arrays = [as_array(r, name) for r, name in zip(result, names)]
-    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
 
 
 # ----------------------------------------------------------------------------------------
@@ -125,7 +115,7 @@ def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
     """float64 inputs: rtol 1e-10, far below float32's rounding, so a result cast to float32 fails
     (and core names the dtype); float32 inputs get their own, looser tolerance."""
     N, I, O = x.shape[0], x.shape[1], W.shape[1]
-    dx, dW, db = _tuple(_run(fn, dy, x, W, hint=_shape_hint(dy, x, W)), ["dx", "dW", "db"],
+    dx, dW, db = expect_arrays(_run(fn, dy, x, W, hint=_shape_hint(dy, x, W)), ["dx", "dW", "db"],
                         "linear_backward(dy, x, W)")
     if dW.shape == (O, I) and I != O:
         raise CheckFailed(f"dW has shape {dW.shape}, expected (I, O) = {(I, O)}",
@@ -455,7 +445,6 @@ _LOST_ATTN_HINT = ("the attention line's result is lost: the FFN's line must sta
 
 def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
     ident = lambda z: z  # noqa: E731
-    zero = lambda z: 0.0 * z  # noqa: E731
     other = _pre if norm == "post" else _post
     other_name = "pre" if norm == "post" else "post"
     right = _post if norm == "post" else _pre

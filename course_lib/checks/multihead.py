@@ -14,7 +14,8 @@ result reproduces.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
+from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
+                   expect_shape, stage)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
            "check_multihead_attention_backward"]
@@ -118,19 +119,6 @@ def _run(fn, *args, **kwargs):
     if result is None:
         raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
     return result
-
-
-def _tuple(result, names, what):
-    """The learner's tuple as a list of arrays (float arrays kept as they are, for the dtype hint)."""
-    n = len(names)
-    if not isinstance(result, (tuple, list)) or len(result) != n:
-        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list))
-                                       else "")
-        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
-                          hint=f"end your function with `return {', '.join(names)}`")
-    arrays = [as_array(r, name) for r, name in zip(result, names)]
-    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a
-            for r, a in zip(result, arrays)]
 
 
 # ----------------------------------------------------------------------------------------
@@ -353,7 +341,7 @@ def _fwd_y_mistakes(args, causal):
 
 def _check_fwd_case(fn, x, W_q, W_k, W_v, W_o, H, causal, rtol=1e-6, atol=1e-9):
     B, T, C = x.shape
-    y, A = _tuple(_run(fn, x, W_q, W_k, W_v, W_o, H, causal), ["y", "A"],
+    y, A = expect_arrays(_run(fn, x, W_q, W_k, W_v, W_o, H, causal), ["y", "A"],
                   "multihead_attention(...)")
     expect_shape(A, (B, H, T, T), what="A", hint=f"A holds one (T, T) map per sequence and head: "
                                                   f"(B, H, T, T) = {(B, H, T, T)}")
@@ -389,7 +377,7 @@ def check_multihead_attention(multihead_attention):
     rng = np.random.default_rng(44)
     with stage("returns (y, A) with shapes (B, T, C) and (B, H, T, T)"):
         x = rng.standard_normal((2, 3, 8))
-        _tuple_shapes = _tuple(_run(multihead_attention, x, *_weights(rng, 8), 2, False), ["y", "A"],
+        _tuple_shapes = expect_arrays(_run(multihead_attention, x, *_weights(rng, 8), 2, False), ["y", "A"],
                                "multihead_attention(...)")
         expect_shape(_tuple_shapes[0], (2, 3, 8), what="y",
                      hint="here x is (B, T, C) = (2, 3, 8) with H = 2: y is (2, 3, 8)")
@@ -502,7 +490,7 @@ def _swap_mistakes(args, i):
 
 def _check_bwd_case(fn, dy, x, W_q, W_k, W_v, W_o, A, H, rtol=1e-6, atol=1e-9):
     B, T, C = x.shape
-    got = _tuple(_run(fn, dy, x, W_q, W_k, W_v, W_o, A, H), _BWD_NAMES,
+    got = expect_arrays(_run(fn, dy, x, W_q, W_k, W_v, W_o, A, H), _BWD_NAMES,
                  "multihead_attention_backward(...)")
     shapes = [(B, T, C)] + [(C, C)] * 4
     for g, name, shape in zip(got, _BWD_NAMES, shapes):
@@ -531,7 +519,7 @@ def check_multihead_attention_backward(multihead_attention_backward):
     fn = multihead_attention_backward
     with stage("returns (dx, dW_q, dW_k, dW_v, dW_o) with the shapes of x and the weights"):
         args = _bwd_case(rng, 2, 3, 8, 2, False)
-        got = _tuple(_run(fn, *args), _BWD_NAMES, "multihead_attention_backward(...)")
+        got = expect_arrays(_run(fn, *args), _BWD_NAMES, "multihead_attention_backward(...)")
         for g, name, shape in zip(got, _BWD_NAMES, [(2, 3, 8)] + [(8, 8)] * 4):
             expect_shape(g, shape, what=name, hint=f"{name} has the shape of {name[1:]}: {shape}")
     with stage("small case: B = 1, T = 3, C = 4, H = 2"):
