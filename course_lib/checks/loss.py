@@ -112,6 +112,23 @@ def _targets(rng, N, V, n_ignored):
     return y
 
 
+def _batch_stages(rng):
+    """The stages the forward and backward checkers share: [(stage name, [(z, y), ...])]."""
+    z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
+                         [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))
+    ignored = [(z, np.array([-100, 3, -100, 2, -100])), (z, np.array([0, -100, -100, -100, -100]))]
+    random = []
+    for N, V, n_ignored in ((6, 5, 2), (10, 20, 7), (1, 3, 0), (32, 20, 0)):
+        z = 2.0 * rng.standard_normal((N, V))
+        random.append((z, _targets(rng, N, V, n_ignored)))
+    y = np.full((4, 8), IGNORE)            # B = 4 sequences of T = 8
+    z = rng.standard_normal((4 * 8, 20))
+    y[:, -1] = rng.integers(2, 12, size=4)
+    return [("ignored targets (-100)", ignored), ("random batches", random),
+            ("the course's layout: B = 4 sequences of T = 8, only the last position scored",
+             [(z, y.reshape(-1))])]
+
+
 # ----------------------------------------------------------------------------------------
 # Exercise 8.1: cross-entropy forward
 # ----------------------------------------------------------------------------------------
@@ -205,20 +222,10 @@ def check_cross_entropy_forward(cross_entropy):
         z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0]]))
         _check_forward_case(cross_entropy, z, np.array([0, 2]))   # (ln 4 + ln 4) / 2 = ln 4
         _check_forward_case(cross_entropy, z, np.array([1, 3]))   # (ln 4 + ln 2) / 2
-    with stage("ignored targets (-100)"):
-        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
-                             [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))
-        _check_forward_case(cross_entropy, z, np.array([-100, 3, -100, 2, -100]))
-        _check_forward_case(cross_entropy, z, np.array([0, -100, -100, -100, -100]))
-    with stage("random batches"):
-        for N, V, n_ignored in ((6, 5, 2), (10, 20, 7), (1, 3, 0), (32, 20, 0)):
-            z = 2.0 * rng.standard_normal((N, V))
-            _check_forward_case(cross_entropy, z, _targets(rng, N, V, n_ignored))
-    with stage("the course's layout: B = 4 sequences of T = 8, only the last position scored"):
-        z = rng.standard_normal((4 * 8, 20))
-        y = np.full((4, 8), IGNORE)
-        y[:, -1] = rng.integers(2, 12, size=4)
-        _check_forward_case(cross_entropy, z, y.reshape(-1))
+    for name, cases in _batch_stages(rng):
+        with stage(name):
+            for z, y in cases:
+                _check_forward_case(cross_entropy, z, y)
     with stage("large logits: overflow"):
         z = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, 0.0, 0.0]])
         _check_forward_case(cross_entropy, z, np.array([0, 1, 2]), _OVERFLOW_HINT)
@@ -303,20 +310,10 @@ def check_cross_entropy_backward(cross_entropy_backward):
         z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [2.0, 2.0, 2.0, 2.0]]))
         _check_backward_case(cross_entropy_backward, z, np.array([0, 2, 1]))
         _check_backward_case(cross_entropy_backward, z, np.array([1, 3, 3]))
-    with stage("ignored targets (-100)"):
-        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [3.0, 1.0, 1.0, 3.0],
-                             [1.0, 2.0, 3.0, 2.0], [1.0, 1.0, 1.0, 5.0]]))
-        _check_backward_case(cross_entropy_backward, z, np.array([-100, 3, -100, 2, -100]))
-        _check_backward_case(cross_entropy_backward, z, np.array([0, -100, -100, -100, -100]))
-    with stage("random batches"):
-        for N, V, n_ignored in ((6, 5, 2), (10, 20, 7), (1, 3, 0), (32, 20, 0)):
-            z = 2.0 * rng.standard_normal((N, V))
-            _check_backward_case(cross_entropy_backward, z, _targets(rng, N, V, n_ignored))
-    with stage("the course's layout: B = 4 sequences of T = 8, only the last position scored"):
-        z = rng.standard_normal((4 * 8, 20))
-        y = np.full((4, 8), IGNORE)
-        y[:, -1] = rng.integers(2, 12, size=4)
-        _check_backward_case(cross_entropy_backward, z, y.reshape(-1))
+    for name, cases in _batch_stages(rng):
+        with stage(name):
+            for z, y in cases:
+                _check_backward_case(cross_entropy_backward, z, y)
     with stage("large logits"):
         z = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, -1000.0, 1.0]])
         _check_backward_case(cross_entropy_backward, z, np.array([0, 1, 1]))
