@@ -209,13 +209,17 @@ class Transformer:
 
     __call__ = forward
 
-    def loss(self, tokens, targets):
-        """Mean cross-entropy over targets != -100. Keeps what backward() needs."""
+    def scored_logits(self, tokens, targets):
+        """Logits at the scored positions only (targets != -100): (M, V), and their targets (M,).
+        The last block runs only at those positions (everything after attention works per position)."""
         tokens, targets, rows = self.check_inputs(tokens, targets)
         if len(rows) == targets.size:
             rows = None                 # every position is scored
-        logits = self._forward(tokens, rows)
-        scored = targets if rows is None else targets[rows]
+        return self._forward(tokens, rows), (targets if rows is None else targets[rows])
+
+    def loss(self, tokens, targets):
+        """Mean cross-entropy over targets != -100. Keeps what backward() needs."""
+        logits, scored = self.scored_logits(tokens, targets)
         loss, probs = self.kernels.cross_entropy_forward(logits, scored)
         self._saved.update({"probs": probs, "targets": scored})
         return float(loss)

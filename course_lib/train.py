@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from . import io, optim, task
 from .config import check_integer
-from .kernels import IGNORE, numpy_ref
+from .kernels import numpy_ref
 from .kernels._fast.threads import blas_threads, blas_threads_for
 
 
@@ -31,10 +31,8 @@ def evaluate(model, tokens, targets, batch_size=1000, groups=None):
     total_loss, correct, count = 0.0, [], 0
     for lo in range(0, len(tokens), batch_size):
         tok, tgt = tokens[lo:lo + batch_size], targets[lo:lo + batch_size]
-        logits = model.forward(tok)
-        scored = tgt != IGNORE
-        z = logits[scored].astype(np.float64)
-        y = tgt[scored]
+        logits, y = model.scored_logits(tok, tgt)
+        z = logits.astype(np.float64)
         total_loss += float(np.sum(numpy_ref.logsumexp(z) - z[np.arange(len(y)), y]))
         count += len(y)
         correct.append(z.argmax(-1) == y)

@@ -190,3 +190,16 @@ def test_loss_computes_the_last_block_only_where_scored(overrides, batch):
     report = check_model(model, tokens, targets, max_elements=6)
     assert max(report.values()) < 1e-6, report
     assert all(np.all(np.isfinite(g)) for g in grads.values())
+
+
+def test_scored_logits_are_the_forward_logits_at_the_scored_positions(batch):
+    """What evaluate() reads: the logits of forward() at targets != -100, in row order, and those targets."""
+    cfg = small_config(dtype="float64")
+    tokens, targets = batch
+    targets = targets.copy()
+    targets[0, 1] = 3                  # a second scored position in the first row
+    model = cl.Transformer(cfg, seed=2)
+    logits, scored = model.scored_logits(tokens, targets)
+    where = targets != cl.kernels.IGNORE
+    np.testing.assert_allclose(logits, model.forward(tokens)[where], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(scored, targets[where])

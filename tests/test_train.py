@@ -175,7 +175,8 @@ def test_command_trains_prints_and_saves(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert code == 0
     acc = float(re.search(r"test accuracy (\d\.\d+)", printed).group(1))
-    assert re.search(r"wall time \d+\.\d s", printed)
+    assert re.search(r"wall time \d+\.\d s: training \d+\.\d s \(12 steps\), loading the compiled kernels", printed)
+    assert re.search(r"best epoch [12] of 2 trained", printed)
     model = cl.io.load(out)
     data = cl.task.splits(0, n_train=300)
     assert train.evaluate(model, *data["test"])["acc"] == pytest.approx(acc, abs=5e-5)
