@@ -60,6 +60,20 @@ def step_flops(cfg, B, T):
     return 3 * (cfg.n_layers * per_layer + 2 * N * C * V)
 
 
+def processor():
+    """The processor's model name (Linux: /proc/cpuinfo), and its widest vector instructions."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        import platform
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{name} ({vector})"
+
+
 def matmul_peak():
     a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
     a @ a
@@ -175,7 +189,8 @@ def main():
         print(json.dumps(bench_size(args.child, args.repeats, with_numpy=not args.no_numpy)))
         return
     peak = matmul_peak()
-    print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s; {os.cpu_count()} cores")
+    print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {os.cpu_count()} cores")
+    print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s")
     for size in args.sizes:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", size, "--repeats", str(args.repeats)]
         out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(args.blas_threads),

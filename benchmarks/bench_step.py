@@ -19,7 +19,7 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from bench_sizes import SIZES, _timed, course_lib_step, torch_step
+from bench_sizes import SIZES, _timed, course_lib_step, processor, torch_step
 
 
 def main():
@@ -43,7 +43,7 @@ def main():
         for name, step in steps.items():
             times[name].append(_timed(lambda: [step() for _ in range(args.inner)]) / args.inner * 1e3)
     print(f"training step, deep_dive preset, batch {args.batch} (median of {args.repeats} x {args.inner} steps, "
-          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')})")
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}); {processor()}")
     for name, ts in times.items():
         print(f"  {name:<11} {np.median(ts):8.3f} ms   (min {np.min(ts):.3f})")
     if "pytorch" in times:
