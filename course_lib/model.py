@@ -248,10 +248,17 @@ class Transformer:
         return {name: grads[name] for name in params}
 
     def _embedding_backward(self, tokens, dx, head_share):
-        """-> dE (V, C), dP (T, C). embedding_backward's scatter-add runs over the batch's distinct
-        tokens only, and their rows are then added to the head's share (tied) or to zeros. The same
-        numbers as scattering into zeros (V, C) and adding the head's share, without writing every
-        row of E each step: at GPT-2's V = 50257 that pass alone took longer than the attention."""
+        """-> dE (V, C), dP (T, C): embedding_backward's scatter-add, plus the head's share when tied.
+
+        With fewer positions than tokens in the vocabulary, the scatter-add runs over the batch's
+        distinct tokens only and their rows are added in: the same numbers, without writing every
+        row of E each step (at GPT-2's V = 50257 that pass alone took longer than the attention)."""
+        V = self.config.vocab_size
+        if tokens.size >= V:
+            d_tok, d_pos = self.kernels.embedding_backward(tokens, dx, V)
+            if head_share is not None:
+                d_tok += head_share
+            return d_tok, d_pos
         ids, compact = np.unique(tokens, return_inverse=True)
         d_rows, d_pos = self.kernels.embedding_backward(compact.reshape(tokens.shape), dx, len(ids))
         d_tok = np.zeros_like(self.params["tok_emb"]) if head_share is None else head_share

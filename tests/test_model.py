@@ -203,3 +203,21 @@ def test_scored_logits_are_the_forward_logits_at_the_scored_positions(batch):
     where = targets != cl.kernels.IGNORE
     np.testing.assert_allclose(logits, model.forward(tokens)[where], rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(scored, targets[where])
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_token_gradient_when_the_vocabulary_outnumbers_the_positions(tied, batch):
+    """With more vocabulary rows than positions, dE is scattered over the batch's distinct tokens
+    and added in: every row (used or not) matches the numerical gradient, and an unused row of an
+    untied embedding is exactly 0."""
+    from course_lib.gradcheck import numerical_gradient, rel_error
+    model = cl.Transformer(small_config(dtype="float64", vocab_size=64, tie_embeddings=tied), seed=3)
+    tokens, targets = batch
+    assert tokens.size < 64
+    model.loss(tokens, targets)
+    d_tok = model.backward()["tok_emb"]
+    rows = np.concatenate([np.unique(tokens), [40, 63]])        # every used token, and two unused ones
+    idx = (rows[:, None] * 16 + np.arange(16)).ravel()
+    num = numerical_gradient(lambda: model.loss(tokens, targets), model.params["tok_emb"], 1e-5, idx)
+    assert rel_error(d_tok.reshape(-1)[idx], num) < 1e-6
+    assert np.any(d_tok[rows[-2:]] != 0) == tied
