@@ -240,30 +240,14 @@ class Transformer:
             dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(dx, s["ln_f.xhat"], s["ln_f.rstd"],
                                                                                params["ln_f.gamma"])
         dx = self._blocks_backward(dx, B, T, s, grads)
-        grads["tok_emb"], d_pos = self._embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model),
-                                                           grads.get("tok_emb"))   # tied: the head's share
+        d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
+        if cfg.tie_embeddings:
+            d_tok += grads["tok_emb"]   # the head's share
+        grads["tok_emb"] = d_tok
         if cfg.positional == "learned":
             grads["pos_emb"] = np.zeros_like(params["pos_emb"])
             grads["pos_emb"][:T] = d_pos
         return {name: grads[name] for name in params}
-
-    def _embedding_backward(self, tokens, dx, head_share):
-        """-> dE (V, C), dP (T, C): embedding_backward's scatter-add, plus the head's share when tied.
-
-        With fewer positions than tokens in the vocabulary, the scatter-add runs over the batch's
-        distinct tokens only and their rows are added in: the same numbers, without writing every
-        row of E each step (at GPT-2's V = 50257 that pass alone took longer than the attention)."""
-        V = self.config.vocab_size
-        if tokens.size >= V:
-            d_tok, d_pos = self.kernels.embedding_backward(tokens, dx, V)
-            if head_share is not None:
-                d_tok += head_share
-            return d_tok, d_pos
-        ids, compact = np.unique(tokens, return_inverse=True)
-        d_rows, d_pos = self.kernels.embedding_backward(compact.reshape(tokens.shape), dx, len(ids))
-        d_tok = np.zeros_like(self.params["tok_emb"]) if head_share is None else head_share
-        d_tok[ids] += d_rows
-        return d_tok, d_pos
 
     def _head_backward(self, dlogits, x, grads):
         """logits = x W (+ b) -> dx; dW, db into grads. Tied, W = E^T: dx = dlogits E, and

@@ -207,9 +207,8 @@ def test_scored_logits_are_the_forward_logits_at_the_scored_positions(batch):
 
 @pytest.mark.parametrize("tied", [False, True])
 def test_token_gradient_when_the_vocabulary_outnumbers_the_positions(tied, batch):
-    """With more vocabulary rows than positions, dE is scattered over the batch's distinct tokens
-    and added in: every row (used or not) matches the numerical gradient, and an unused row of an
-    untied embedding is exactly 0."""
+    """Every row of dE, of a token in the batch or not, matches the numerical gradient; an unused
+    row gets only the tied head's share (exactly 0 when untied)."""
     from course_lib.gradcheck import numerical_gradient, rel_error
     model = cl.Transformer(small_config(dtype="float64", vocab_size=64, tie_embeddings=tied), seed=3)
     tokens, targets = batch
