@@ -153,11 +153,11 @@ def cmd_train(args):
         kwargs["momentum"] = args.momentum
     make_optimizer = functools.partial(optim.OPTIMIZERS[args.optimizer], **kwargs)
     opt = make_optimizer(model.params)
-    loading = _load_kernels(model, make_optimizer, data)
     total = args.epochs * math.ceil(args.n_train / args.batch_size)
     print(f"training {args.preset} ({model.n_params:,} parameters) on {args.n_train} problems: "
           f"{args.epochs} epochs x {math.ceil(args.n_train / args.batch_size)} steps, {args.optimizer} "
           f"lr {args.lr:g} ({args.schedule}), batch {args.batch_size}, seed {args.seed}", flush=True)
+    loading = _load_kernels(model, make_optimizer, data)
     try:
         hist = train.fit(model, opt, data["train"], data["val"], epochs=args.epochs, batch_size=args.batch_size,
                          seed=args.seed, schedule=make_schedule(args.schedule, args.lr, total, args.warmup),

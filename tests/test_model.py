@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.gradcheck import check_model
+from course_lib.gradcheck import check_model, numerical_gradient, rel_error
 from support import small_config
 
 SWITCHES = list(itertools.product(["post", "pre"], ["relu", "gelu"], ["sinusoidal", "learned"],
@@ -206,10 +206,9 @@ def test_scored_logits_are_the_forward_logits_at_the_scored_positions(batch):
 
 
 @pytest.mark.parametrize("tied", [False, True])
-def test_token_gradient_when_the_vocabulary_outnumbers_the_positions(tied, batch):
+def test_token_gradient_of_used_and_unused_rows(tied, batch):
     """Every row of dE, of a token in the batch or not, matches the numerical gradient; an unused
     row gets only the tied head's share (exactly 0 when untied)."""
-    from course_lib.gradcheck import numerical_gradient, rel_error
     model = cl.Transformer(small_config(dtype="float64", vocab_size=64, tie_embeddings=tied), seed=3)
     tokens, targets = batch
     assert tokens.size < 64
