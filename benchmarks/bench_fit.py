@@ -26,15 +26,15 @@ SETTLE = 0.3    # idle BLAS / OpenMP threads spin for ~0.1 s after their last ca
 
 
 def fit_course_lib(data, epochs, seed):
-    """The training command's fit, timed. -> (seconds, test accuracy)."""
+    """The training command's fit, timed. -> (seconds, test accuracy, loss of every step)."""
     model = cl.Transformer(cl.presets.deep_dive(), seed=seed)
     opt = cl.optim.Adam(model.params, lr=1e-3)
     total = epochs * math.ceil(len(data["train"][0]) / 32)
     t0 = time.perf_counter()
-    cl.train.fit(model, opt, data["train"], data["val"], epochs=epochs, seed=seed, clip=1.0, progress=False,
-                 schedule=cl.optim.WarmupCosine(1e-3, 100, total))
+    hist = cl.train.fit(model, opt, data["train"], data["val"], epochs=epochs, seed=seed, clip=1.0,
+                        progress=False, schedule=cl.optim.WarmupCosine(1e-3, 100, total))
     seconds = time.perf_counter() - t0
-    return seconds, cl.train.evaluate(model, *data["test"])["acc"]
+    return seconds, cl.train.evaluate(model, *data["test"])["acc"], hist.loss
 
 
 def _torch_evaluate(ref, tokens, targets, batch_size=1000):
@@ -55,7 +55,7 @@ def _torch_evaluate(ref, tokens, targets, batch_size=1000):
 
 
 def fit_torch(data, epochs, seed):
-    """fit's loop in PyTorch eager, timed. -> (seconds, test accuracy)."""
+    """fit's loop in PyTorch eager, timed. -> (seconds, test accuracy, loss of every step)."""
     import torch
     from course_lib.torch_reference import TorchTransformer
     ref = TorchTransformer(cl.Transformer(cl.presets.deep_dive(), seed=seed))
@@ -66,7 +66,8 @@ def fit_torch(data, epochs, seed):
     groups = {}
     for name, p in ref.params.items():
         groups.setdefault(cl.train._groups([name])[name], []).append(p)
-    rng, step, best, best_key, history = np.random.default_rng(seed), 0, None, None, []
+    rng, step, best, best_key = np.random.default_rng(seed), 0, None, None
+    steps, evaluations = [], []         # what History keeps
     t0 = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(n)
@@ -81,17 +82,17 @@ def fit_torch(data, epochs, seed):
                         for g, ps in groups.items()}
             norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
             opt.step()
-            history.append((loss.item(), float(norm), by_group))
+            steps.append((loss.item(), float(norm), by_group))
             step += 1
         train_eval, (val_loss, val_acc) = _torch_evaluate(ref, tok, tgt), _torch_evaluate(ref, *data["val"])
-        history.append((train_eval, val_loss, val_acc))
+        evaluations.append((train_eval, val_loss, val_acc))
         if best is None or (val_acc, -val_loss) > best_key:
             best_key, best = (val_acc, -val_loss), {k: v.detach().clone() for k, v in ref.params.items()}
     with torch.no_grad():
         for k, v in best.items():
             ref.params[k].copy_(v)
     seconds = time.perf_counter() - t0
-    return seconds, _torch_evaluate(ref, *data["test"])[1]
+    return seconds, _torch_evaluate(ref, *data["test"])[1], [loss for loss, _, _ in steps]
 
 
 def main():
@@ -109,7 +110,7 @@ def main():
     for _ in range(args.repeats):
         for name, run in runs.items():
             time.sleep(SETTLE)
-            seconds, acc = run(data, args.epochs, args.seed)
+            seconds, acc, _ = run(data, args.epochs, args.seed)
             times[name].append(seconds)
             accs[name].append(acc)
     print(f"fit, deep_dive, batch 32, {args.epochs} epochs ({args.epochs * 125} steps, {args.epochs} evaluations "
