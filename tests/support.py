@@ -1,4 +1,6 @@
 """Helpers shared by the tests (fixtures live in conftest.py)."""
+import inspect
+
 import course_lib as cl
 
 
@@ -69,3 +71,11 @@ def notebook_solutions(path, n_cells, names):
     for source in cells:
         exec(compile(source, str(path), "exec"), namespace)
     return cells, namespace
+
+
+EVERY_CHECKER = sorted(name for name in dir(cl.checks) if name.startswith("check_"))
+
+
+def n_functions(check):
+    """How many learner functions a checker takes: each parameter is one (some take two)."""
+    return len(inspect.signature(check).parameters)

@@ -2,9 +2,12 @@
 import json
 
 import numpy as np
+import pytest
 
+from course_lib import checks
 from course_lib.checks import core
 from course_lib.checks.core import CheckFailed, call, checker, expect_close, stage
+from support import EVERY_CHECKER, n_functions, run_check
 
 
 @checker("Exercise 0.1", "double")
@@ -61,3 +64,37 @@ def test_float32_result_is_named_as_a_dtype_problem(capsys):
         assert got != expected and float(got) != float(expected)
     else:
         raise AssertionError("a float32 result passed a float64 check")
+
+
+# ----- what every checker in course_lib.checks does with a stub, a NameError, a non-function ---------
+@pytest.mark.parametrize("name", EVERY_CHECKER)
+def test_a_stub_is_not_done_in_one_line(name, capsys):
+    check = getattr(checks, name)
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Exercise k: your code here")
+
+    result = check(*[stub] * n_functions(check))
+    out, err = capsys.readouterr()
+    assert not result.passed and not result.done
+    assert "not done yet" in out and "Traceback" not in out + err
+    assert len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", EVERY_CHECKER)
+def test_another_exception_is_a_failed_result(name, capsys):
+    check = getattr(checks, name)
+
+    def broken(*args, **kwargs):
+        return undefined_name  # noqa: F821  a learner's NameError
+
+    result, out = run_check(check, *[broken] * n_functions(check), capsys=capsys)
+    assert not result.passed and result.done
+    assert "NameError" in result.message and "Traceback" not in out
+
+
+@pytest.mark.parametrize("name", EVERY_CHECKER)
+def test_something_not_callable_is_named(name, capsys):
+    check = getattr(checks, name)
+    result, out = run_check(check, *[np.zeros(3)] * n_functions(check), capsys=capsys)
+    assert not result.passed and "pass your function itself" in out

@@ -133,15 +133,6 @@ def test_passes_right_versions(check, fn, capsys):
     assert_passes(check, fn, capsys)
 
 
-def test_stub_is_not_done(capsys):
-    def stub(*args):
-        raise NotImplementedError
-
-    for check, _ in CHECKERS:
-        result, out = run_check(check, stub, capsys)
-        assert not result.done and "not done yet" in out and "Traceback" not in out
-
-
 # ---- Exercise 6.2: linear backward ---------------------------------------------------------
 
 def _linear(dx=lambda dy, x, W: dy @ W.T, dW=lambda dy, x, W: x.T @ dy, db=lambda dy, x, W: dy.sum(0)):
@@ -478,11 +469,6 @@ def test_odd_return_values(check, fn, odd, words, capsys):
     if words == "shape" and fn is linear_backward:
         words = "3 arrays"
     assert words in result.message or words in (result.hint or ""), (result.message, result.hint)
-
-
-def test_not_callable(capsys):
-    result, out = run_check(cl.checks.check_linear_backward, 3, capsys)
-    assert not result.passed and "pass your function itself" in out
 
 
 def test_gelu_checker_needs_both_functions(capsys):

@@ -94,16 +94,6 @@ def test_course_lib_kernels_pass(capsys):
 
 
 @pytest.mark.parametrize("check, _", CHECKERS)
-def test_stub_is_not_done(check, _, capsys):
-    def stub(*args):
-        raise NotImplementedError
-
-    result, out = run_check(check, stub, capsys)
-    assert not result.passed and not result.done
-    assert "not done yet" in out and len(out.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize("check, _", CHECKERS)
 def test_odd_returns(check, _, capsys):
     result, _out = run_check(check, lambda *a: None, capsys)
     assert not result.passed and "None" in result.message and "return" in result.hint

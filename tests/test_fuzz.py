@@ -1,7 +1,6 @@
 """Fuzz tests (Hypothesis, a dev-only dependency): bad input ends in the module's own error or a
 correct result, never another exception."""
 import contextlib
-import inspect
 import io as _io
 import os
 
@@ -14,7 +13,7 @@ from hypothesis.extra import numpy as hnp  # noqa: E402
 
 import course_lib as cl  # noqa: E402
 from course_lib import checks, io, task  # noqa: E402
-from support import small_config  # noqa: E402
+from support import EVERY_CHECKER, n_functions, small_config  # noqa: E402
 
 FUZZ = settings(max_examples=60, deadline=None, database=None,   # no .hypothesis folder in the repo
                 suppress_health_check=[HealthCheck.too_slow])
@@ -102,7 +101,6 @@ def test_fuzz_encode(text):
 
 # ----- (c) every checker on learner functions that return anything --------------------------------
 
-CHECKERS = sorted(name for name in dir(checks) if name.startswith("check_"))
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.sampled_from([10 ** 100, -10 ** 30, 2 ** 63]),
@@ -119,7 +117,7 @@ values = st.recursive(
                             st.dictionaries(st.text(max_size=5), inner, max_size=3)),
     max_leaves=12)
 
-@pytest.mark.parametrize("name", CHECKERS)
+@pytest.mark.parametrize("name", EVERY_CHECKER)
 @FUZZ
 @given(value=values)
 @example(value=[None, []])      # ragged results: NumPy cannot even tell whether they are complex
@@ -127,12 +125,10 @@ values = st.recursive(
 @example(value=([None, []], [None, []], [None, []]))
 def test_fuzz_checker_never_raises(name, value):
     check = getattr(checks, name)
-    params = inspect.signature(check).parameters.values()   # some take two functions (forward, backward)
-    n_functions = sum(p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
     with contextlib.redirect_stdout(_io.StringIO()):
-        result = check(*[lambda *args, **kwargs: value] * n_functions)
+        result = check(*[lambda *args, **kwargs: value] * n_functions(check))
     assert isinstance(result, checks.Result) and not result.passed
 
 
 def test_the_checkers_were_found():
-    assert len(CHECKERS) >= 9 and "check_stable_softmax" in CHECKERS
+    assert len(EVERY_CHECKER) >= 30 and "check_stable_softmax" in EVERY_CHECKER
