@@ -16,8 +16,9 @@ the kernel for how it runs fast: same inputs, same outputs, and tests/test_model
 proves the two paths agree. numpy_ref imports without Numba.
 
 The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp,
-BLAS threads) is in _fast/, below the layers.
+BLAS threads, memory kept between steps) is in _fast/, below the layers.
 """
+from ._fast.memory import keep_freed_memory as _keep_freed_memory
 from .activations import gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import attention_backward, attention_forward, attention_rows_backward, attention_rows_forward
 from .cross_entropy import IGNORE, cross_entropy_backward, cross_entropy_forward, scored_rows
@@ -26,3 +27,5 @@ from .layernorm import layernorm_backward, layernorm_forward
 from .linear import linear_backward, linear_forward
 from .residual import residual_backward, residual_forward
 from .softmax import softmax_backward, softmax_forward
+
+_keep_freed_memory()   # once, for the whole process: see _fast/memory.py

@@ -6,6 +6,7 @@
                 OpenBLAS (CBLAS through ctypes), so that one BLAS thread pool serves everything
     exp.py      exp(x) that vectorises inside Numba loops (np.exp is one libm call per element)
     threads.py  how many BLAS threads a training step uses, and a `with` block to set it
+    memory.py   glibc's malloc told to keep freed memory for the next step (no page faults)
 
 The layers (kernels/layernorm.py, attention.py, ...) import these; a reader learning the
 model can skip this folder. Timings are in the README and benchmarks/.
