@@ -1,0 +1,133 @@
+"""Where one training step spends its time: course_lib kernel by kernel, PyTorch eager op by op.
+
+    python benchmarks/profile_step.py                  # mid size
+    python benchmarks/profile_step.py --size tiny      # or gpt2-small; --steps, --top
+
+The steps are bench_sizes' own (loss + backward + Adam). course_lib runs on a copy of its
+kernel module whose functions are timed call by call; what is left of the step is Python
+between the kernels (and the input checks). PyTorch is read by torch.profiler (self CPU
+time per op). Both also report page faults and system time per step: memory the step
+allocates fresh from the system is paid for there. Profiling adds about a microsecond a
+call, so the course model's step looks a little slower than in bench_sizes.
+"""
+import argparse
+import collections
+import resource
+import time
+import types
+
+import numpy as np
+
+from bench_sizes import SIZES, course_lib_step, make_batch, make_config, processor, torch_step
+
+
+class TimedKernels(types.SimpleNamespace):
+    """The functions of a kernel module, each call's time added to seconds[name]."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.seconds, self.calls = collections.Counter(), collections.Counter()
+        for name in dir(module):
+            value = getattr(module, name)
+            setattr(self, name, self._timed(name, value) if callable(value) and not isinstance(value, type) else value)
+
+    def _timed(self, name, fn):
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - t0
+                self.calls[name] += 1
+        return call
+
+
+def profile_course_lib(size, steps):
+    """-> (wall seconds per step, {row: seconds per step}, {kernel: calls per step}, faults, system s per step)."""
+    import course_lib as cl
+
+    timed = TimedKernels(cl.kernels)
+
+    class TimedTransformer(cl.Transformer):
+        kernels = property(lambda self: timed)
+
+    model = TimedTransformer(make_config(size), seed=0)
+    opt = cl.optim.Adam(model.params, lr=1e-4)
+    tokens, targets = make_batch(size)
+    adam = [0.0]
+
+    def step():
+        model.loss(tokens, targets)
+        grads = model.backward()
+        t0 = time.perf_counter()
+        opt.step(grads)
+        adam[0] += time.perf_counter() - t0
+    step()
+    timed.seconds.clear(), timed.calls.clear()
+    adam[0] = 0.0
+    wall, usage = _run(step, steps)
+    rows = {name: s / steps for name, s in timed.seconds.items()}
+    rows["Adam (optim.adam_update_all)"] = adam[0] / steps
+    rows["the rest: Python between the kernels"] = np.sum(wall) / steps - sum(rows.values())
+    calls = {name: n / steps for name, n in timed.calls.items()}
+    return float(np.median(wall)), rows, calls, *usage
+
+
+def profile_torch(size, steps):
+    """-> (wall seconds per step, {op: self CPU seconds per step}, {op: calls per step}, faults, system s per step)."""
+    from torch.profiler import ProfilerActivity, profile
+    step = torch_step(size)
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall, usage = _run(step, steps)
+    ops = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    rows = {e.key: e.self_cpu_time_total / 1e6 / steps for e in ops}
+    calls = {e.key: e.count / steps for e in ops}
+    return float(np.median(wall)), rows, calls, *usage
+
+
+def _run(step, steps):
+    """Times each step; -> (wall times, (page faults per step, system seconds per step))."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    wall = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        wall.append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return wall, ((after.ru_minflt - before.ru_minflt) / steps, (after.ru_stime - before.ru_stime) / steps)
+
+
+def report(name, wall, rows, calls, faults, system, top):
+    print(f"\n{name}: {wall * 1e3:.2f} ms a step (median); {faults:,.0f} page faults and "
+          f"{system * 1e3:.1f} ms of system time a step")
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1])
+    for key, seconds in ranked[:top]:
+        n = f"{calls[key]:g} calls" if key in calls else ""
+        print(f"  {key[:44]:<44} {seconds * 1e3:9.3f} ms  {seconds / wall:6.1%}  {n}")
+    if len(ranked) > top:
+        print(f"  {len(ranked) - top} more, together {sum(s for _, s in ranked[top:]) * 1e3:.3f} ms")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=list(SIZES), default="mid")
+    ap.add_argument("--steps", type=int, default=None, help="profiled steps (default: about 3 s of each)")
+    ap.add_argument("--top", type=int, default=15, help="rows shown per library (default 15)")
+    args = ap.parse_args()
+    steps = args.steps or {"tiny": 300, "mid": 12, "gpt2-small": 2}[args.size]
+    course_lib_step(args.size)()        # compile (or load) the kernels before anything is timed
+    spec = SIZES[args.size]
+    print(f"{time.strftime('%Y-%m-%d')}, {processor()}; {args.size}: batch {spec['batch']}, T {spec['seq']}, "
+          f"{steps} steps each")
+    report("course_lib", *profile_course_lib(args.size, steps), args.top)
+    try:
+        result = profile_torch(args.size, steps)
+    except ImportError:
+        print("\nPyTorch is not installed: course_lib alone")
+        return
+    report("PyTorch eager (self CPU time per op)", *result, args.top)
+
+
+if __name__ == "__main__":
+    main()

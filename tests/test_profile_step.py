@@ -1,0 +1,30 @@
+"""benchmarks/profile_step.py counts each kernel once per call and accounts for the whole step."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import profile_step  # noqa: E402
+from bench_sizes import make_config  # noqa: E402
+
+
+def test_course_lib_profile_follows_the_model():
+    """Per step of the course model: 4 products per block and the head's, attention over every position
+    in the first block and at the scored rows in the last, two LayerNorms per block; every part, and what
+    is left of the step around them, takes time."""
+    wall, rows, calls, faults, system = profile_step.profile_course_lib("tiny", steps=3)
+    L = make_config("tiny").n_layers
+    assert calls["linear_forward"] == calls["linear_backward"] == 4 * L + 1
+    assert calls["attention_forward"] == calls["attention_backward"] == L - 1
+    assert calls["attention_rows_forward"] == calls["attention_rows_backward"] == 1
+    assert calls["layernorm_forward"] == calls["layernorm_backward"] == 2 * L
+    assert all(seconds > 0 for seconds in rows.values())
+    assert faults >= 0 and system >= 0
+
+
+def test_torch_profile_names_the_products():
+    pytest.importorskip("torch")
+    wall, rows, calls, _, _ = profile_step.profile_torch("tiny", steps=2)
+    assert wall > 0 and calls["aten::mm"] >= 4 * make_config("tiny").n_layers
+    assert rows["aten::mm"] > 0
