@@ -240,10 +240,9 @@ class Transformer:
             dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(dx, s["ln_f.xhat"], s["ln_f.rstd"],
                                                                                params["ln_f.gamma"])
         dx = self._blocks_backward(dx, B, T, s, grads)
-        d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model), cfg.vocab_size)
-        if cfg.tie_embeddings:
-            d_tok += grads["tok_emb"]   # the head's share
-        grads["tok_emb"] = d_tok
+        head_share = grads["tok_emb"] if cfg.tie_embeddings else None   # tied: the token rows add into it
+        grads["tok_emb"], d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, cfg.d_model), cfg.vocab_size,
+                                                       head_share)
         if cfg.positional == "learned":
             grads["pos_emb"] = np.zeros_like(params["pos_emb"])
             grads["pos_emb"][:T] = d_pos

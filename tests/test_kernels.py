@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from course_lib import kernels as K
+from course_lib.kernels import numpy_ref
 from course_lib.gradcheck import check_function, check_op, numerical_gradient, rel_error
 
 TOL = 1e-6
@@ -51,6 +52,19 @@ def test_embedding_with_repeated_tokens_accumulates():
     np.testing.assert_allclose(d_tok[3], dy[0, 0] + dy[0, 2] + dy[0, 3] + dy[1, 3], rtol=1e-12)
     assert np.all(d_tok[4] == 0)
 
+
+
+@pytest.mark.parametrize("kernels", [K, numpy_ref], ids=["numba", "numpy"])
+def test_embedding_gradient_adds_into_a_given_array(kernels):
+    """With tied embeddings the token rows add into the head's share of dE, in place, not into a new array."""
+    tokens = np.array([[3, 1, 3], [0, 1, 2]])
+    dy, head_share = randn(2, 3, 6), randn(5, 6)
+    expected = head_share + K.embedding_backward(tokens, dy, 5)[0]
+    d_tok, _ = kernels.embedding_backward(tokens, dy, 5, head_share)
+    assert d_tok is head_share
+    np.testing.assert_allclose(d_tok, expected, rtol=1e-12)
+    with pytest.raises(ValueError):
+        K.embedding_backward(tokens, dy, 5, randn(4, 6))
 
 def test_embedding_without_positions():
     tokens = np.array([[1, 0]])

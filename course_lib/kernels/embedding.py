@@ -39,20 +39,27 @@ def embedding_forward(tokens, tok_emb, pos):
 
 
 @kernel
-def embedding_backward(tokens, dx, vocab_size):
+def embedding_backward(tokens, dx, vocab_size, d_tok=None):
     """Scatter-add: dE[v] = sum of dx[b, t] over positions holding token v; dP[t] = sum_b dx[b, t].
 
     tokens (B, T), dx (B, T, C) -> dE (V, C), dP (T, C). A repeated token accumulates.
+    d_tok: a (V, C) gradient to add dE into, in place (with tied embeddings, the head's
+    share), returned as dE; None starts from zeros.
 
     NumPy twin: numpy_ref.embedding_backward.
     """
     B, T, C = dx.shape
-    d_tok = np.zeros((vocab_size, C), dtype=dx.dtype)
+    if d_tok is None:
+        dE = np.zeros((vocab_size, C), dtype=dx.dtype)
+    else:
+        if d_tok.shape[0] != vocab_size or d_tok.shape[1] != C:
+            raise ValueError("embedding_backward: d_tok must be (vocab_size, C)")
+        dE = d_tok
     d_pos = np.zeros((T, C), dtype=dx.dtype)
     for b in range(B):
         for t in range(T):
             v = tokens[b, t]
             for c in range(C):
-                d_tok[v, c] += dx[b, t, c]
+                dE[v, c] += dx[b, t, c]
                 d_pos[t, c] += dx[b, t, c]
-    return d_tok, d_pos
+    return dE, d_pos

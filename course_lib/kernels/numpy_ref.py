@@ -38,9 +38,11 @@ def embedding_forward(tokens, tok_emb, pos):
     return x if pos is None else x + pos[:tokens.shape[1]]
 
 
-def embedding_backward(tokens, dx, vocab_size):
-    """dx (B, T, C) -> dE (V, C) (scatter-add: a repeated token accumulates), dP (T, C). Notebooks 09-10."""
-    d_tok = np.zeros((vocab_size, dx.shape[2]), dx.dtype)
+def embedding_backward(tokens, dx, vocab_size, d_tok=None):
+    """dx (B, T, C) -> dE (V, C) (scatter-add: a repeated token accumulates), dP (T, C). Notebooks 09-10.
+    d_tok: a (V, C) gradient to add into in place (the tied head's share); None: zeros."""
+    if d_tok is None:
+        d_tok = np.zeros((vocab_size, dx.shape[2]), dx.dtype)
     np.add.at(d_tok, tokens, dx)
     return d_tok, dx.sum(0)
 
