@@ -1,5 +1,5 @@
 """Time what the training command does: course_lib.train.fit against a PyTorch eager loop doing
-the same work, side by side in one process.
+the same work, side by side.
 
     python benchmarks/bench_fit.py                  # 3 epochs (where the command stops), 5 rounds
     python benchmarks/bench_fit.py --epochs 20      # the --full recipe; --repeats, --seed
@@ -10,8 +10,9 @@ clipping at 1.0 and per-group gradient norms, and at the end of every epoch eval
 accuracy on the 4,000 training and 500 validation problems (batches of 1,000) and keep a copy of the
 best epoch's parameters. PyTorch scores every position and then picks the answer's, as a plain
 PyTorch loop does; course_lib runs its last block at the scored positions only (model.scored_logits).
-No checkpoint is written and no progress bar drawn. Rounds alternate (course_lib, PyTorch, ...)
-so that both see the same machine load; medians are reported, with each side's test accuracy.
+No checkpoint is written and no progress bar drawn. Each runs in a worker process of its own
+(workers.py), the rounds alternating (course_lib, PyTorch, ...) so that both see the same machine
+load; medians are reported, with each side's test accuracy.
 """
 import argparse
 import math
@@ -20,9 +21,8 @@ import time
 import numpy as np
 
 import course_lib as cl
-from bench_sizes import processor
-
-SETTLE = 0.3    # idle BLAS / OpenMP threads spin for ~0.1 s after their last call
+from bench_sizes import IMPLEMENTATIONS, processor
+from workers import Worker, alternate
 
 
 def fit_course_lib(data, epochs, seed):
@@ -95,6 +95,15 @@ def fit_torch(data, epochs, seed):
     return seconds, _torch_evaluate(ref, *data["test"])[1], [loss for loss, _, _ in steps]
 
 
+def make_fit(implementation, seed):
+    """In a worker: one epoch to load the compiled kernels and warm PyTorch's allocator.
+    -> run(epochs): (seconds, test accuracy)."""
+    data = cl.task.splits(0)
+    fit = fit_torch if implementation == "pytorch" else fit_course_lib
+    fit(data, 1, seed)
+    return lambda epochs: fit(data, epochs, seed)[:2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3: where the command stops)")
@@ -102,21 +111,20 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     import torch
-    data = cl.task.splits(0)
-    runs = {"course_lib": fit_course_lib, "pytorch": fit_torch}
-    for run in runs.values():          # load the compiled kernels; warm PyTorch's allocator
-        run(data, 1, args.seed)
-    times, accs = {k: [] for k in runs}, {k: [] for k in runs}
-    for _ in range(args.repeats):
-        for name, run in runs.items():
-            time.sleep(SETTLE)
-            seconds, acc, _ = run(data, args.epochs, args.seed)
-            times[name].append(seconds)
-            accs[name].append(acc)
+    workers = {}
+    try:
+        for name in ("course_lib", "pytorch"):
+            workers[name] = Worker(make_fit, name, args.seed, env=IMPLEMENTATIONS[name])
+        results = alternate(workers, args.repeats, args.epochs)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    times = {name: [seconds for seconds, _ in runs] for name, runs in results.items()}
+    accs = {name: [acc for _, acc in runs] for name, runs in results.items()}
     print(f"fit, deep_dive, batch 32, {args.epochs} epochs ({args.epochs * 125} steps, {args.epochs} evaluations "
           f"of 4,500 problems), seed {args.seed}; median and min of {args.repeats} interleaved rounds")
     print(f"processor: {processor()}; PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
-    for name in runs:
+    for name in results:
         print(f"  {name:<11} {np.median(times[name]):7.2f} s (min {np.min(times[name]):.2f})   "
               f"test accuracy {np.median(accs[name]):.4f}")
     print(f"  speed-up over PyTorch eager: {np.median(times['pytorch']) / np.median(times['course_lib']):.2f}x")

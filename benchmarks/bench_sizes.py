@@ -3,15 +3,15 @@
     python benchmarks/bench_sizes.py                 # all sizes
     python benchmarks/bench_sizes.py --sizes tiny    # one size; --repeats, --no-start, --no-memory
 
-A step is loss + backward + Adam. Each size runs in its own process; inside it the
-implementations run in interleaved rounds (A, B, C, A, B, C, ...) so they share the
-machine's load. Idle BLAS and OpenMP threads spin for a while after their last call
-(OpenBLAS about 0.1 s) and would take a core from the next implementation, so each
-timed round starts after a pause of SETTLE seconds. For tiny, --blas-threads 1 shows
-the one-thread figure that course_lib.train.fit uses at this size.
-medians and minima are reported with speed-ups against PyTorch, achieved GFLOP/s
-against a measured matrix-multiply peak, and (in child processes) peak memory and
-cold / warm start: import plus first step with an empty and with a filled Numba cache.
+A step is loss + backward + Adam. Each implementation runs in a worker process of its own
+and the rounds alternate between them (A, B, C, A, B, C, ...), so that they share the
+machine's load and nothing else (workers.py says why). PyTorch's worker runs with glibc's
+malloc as PyTorch's users have it (COURSE_LIB_KEEP_FREED_MEMORY=0: it imports course_lib
+for the starting parameters). For tiny, --blas-threads 1 shows the one-thread figure that
+course_lib.train.fit uses at this size. Medians and minima are reported with speed-ups
+against PyTorch, achieved GFLOP/s against a measured matrix-multiply peak, and (in child
+processes) peak memory and cold / warm start: import plus first step with an empty and
+with a filled Numba cache.
 """
 import argparse
 import json
@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from workers import Worker, WorkerError, alternate
+
 SIZES = {
     "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8),
     "mid": dict(preset="gpt2", overrides=dict(vocab_size=512, seq_len=128, d_model=256, n_heads=8, n_layers=4,
@@ -30,8 +32,8 @@ SIZES = {
     "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64),
 }
 
-
-SETTLE = 0.3
+# The environment of each implementation's worker.
+IMPLEMENTATIONS = {"course_lib": {}, "pytorch": {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}, "numpy": {}}
 
 
 def make_config(size):
@@ -114,26 +116,47 @@ def torch_step(size):
     return step
 
 
+def make_round(size, implementation, overrides=None):
+    """In a worker: implementation's step at this size (SIZES[size] updated by overrides), run twice.
+    -> run(inner): seconds per step over inner steps."""
+    SIZES[size] = dict(SIZES[size], **(overrides or {}))
+    if implementation == "pytorch":
+        step = torch_step(size)
+    else:
+        step = course_lib_step(size, backend="numpy" if implementation == "numpy" else "numba")
+    step()
+    step()
+    return lambda inner: _timed(lambda: [step() for _ in range(inner)]) / inner
+
+
+def start_workers(size, names, overrides=None):
+    """{name: Worker} for the implementations in names; PyTorch is left out if it is not installed."""
+    workers = {}
+    try:
+        for name in names:
+            try:
+                workers[name] = Worker(make_round, size, name, overrides, env=IMPLEMENTATIONS[name])
+            except ImportError:
+                if name != "pytorch":
+                    raise
+    except BaseException:
+        for worker in workers.values():
+            worker.close()
+        raise
+    return workers
+
+
 def bench_size(size, repeats, with_numpy=True):
     import course_lib as cl
     cfg = make_config(size)
     spec = SIZES[size]
-    steps = {"course_lib": course_lib_step(size)}
+    workers = start_workers(size, ["course_lib", "pytorch"] + (["numpy"] if with_numpy else []))
     try:
-        steps["pytorch"] = torch_step(size)
-    except ImportError:
-        pass
-    if with_numpy:
-        steps["numpy"] = course_lib_step(size, backend="numpy")
-    for step in steps.values():
-        step()
-        step()
-    inner = max(1, int(0.2 / max(1e-4, min(_timed(steps["course_lib"]) for _ in range(3)))))   # ~0.2 s a round
-    times = {k: [] for k in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            time.sleep(SETTLE)
-            times[name].append(_timed(lambda: [step() for _ in range(inner)]) / inner)
+        inner = max(1, int(0.2 / max(1e-4, min(workers["course_lib"](1) for _ in range(3)))))   # ~0.2 s a round
+        times = alternate(workers, repeats, inner)
+    finally:
+        for worker in workers.values():
+            worker.close()
     flops = step_flops(cfg, spec["batch"], spec["seq"])
     return {"size": size, "params": int(cl.Transformer(cfg, seed=0).n_params) if size != "gpt2-small" else None,
             "flops": flops, "inner": inner,
@@ -156,15 +179,8 @@ print(json.dumps({{"import": t_import, "first": t_first,
 """
 
 
-def size_env(blas_threads=None):
-    env = dict(os.environ)
-    if blas_threads:
-        env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
-    return env
-
-
 def child(size, cache_dir, seq=None):
-    env = dict(size_env(), NUMBA_CACHE_DIR=cache_dir)
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     code = CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), size=size)
     if seq is not None:
         code = code.replace("step = b.course_lib_step",
@@ -183,22 +199,18 @@ def main():
     ap.add_argument("--no-start", action="store_true", help="skip cold/warm start measurements")
     ap.add_argument("--no-memory", action="store_true", help="skip the GPT-2 small T=1024 memory check")
     ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: all cores)")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        print(json.dumps(bench_size(args.child, args.repeats, with_numpy=not args.no_numpy)))
-        return
+    if args.blas_threads:
+        os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)     # for the workers, which start after this
     peak = matmul_peak()
     print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {os.cpu_count()} cores")
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s")
     for size in args.sizes:
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", size, "--repeats", str(args.repeats)]
-        out = subprocess.run(cmd + (["--no-numpy"] if args.no_numpy else []), env=size_env(args.blas_threads),
-                             capture_output=True, text=True)
-        if out.returncode:
-            print(f"\n{size}: failed: {out.stderr.strip()[-500:]}")
+        try:
+            r = bench_size(size, args.repeats, with_numpy=not args.no_numpy)
+        except WorkerError as err:
+            print(f"\n{size}: failed: {str(err).strip()[-500:]}")
             continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
         spec = SIZES[size]
         print(f"\n{size}: batch {spec['batch']}, T {spec['seq']} ({r['flops'] / 1e9:.2f} GFLOP per step; "
               f"median and min of {args.repeats} interleaved rounds of {r['inner']} steps)")

@@ -1,13 +1,13 @@
 """Time one training step (loss, backward, Adam) of the deep_dive preset, batch 32:
-course_lib and, side by side in the same process, PyTorch eager when installed.
+course_lib and, side by side, PyTorch eager when installed.
 
     python benchmarks/bench_step.py [--batch 32] [--repeats 30]
 
-Runs are interleaved (course_lib, PyTorch, course_lib, ...) so that both see the
-same machine load; medians are reported. NumPy's OpenBLAS threads spin between
-calls and slow PyTorch's own threads in the same process, so BLAS runs on one
-thread here, as in course_lib.train.fit at this size (--blas-threads=N to change;
-benchmarks/bench_sizes.py shows the other sizes). The steps are bench_sizes' own.
+Each runs in a worker process of its own (workers.py), the rounds alternating
+(course_lib, PyTorch, course_lib, ...) so that both see the same machine load;
+medians are reported. BLAS runs on one thread, as in course_lib.train.fit at this
+size (--blas-threads=N to change; benchmarks/bench_sizes.py shows the other sizes).
+The steps and workers are bench_sizes' own.
 """
 import argparse
 import os
@@ -19,7 +19,8 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from bench_sizes import SIZES, _timed, course_lib_step, processor, torch_step
+from bench_sizes import processor, start_workers
+from workers import alternate
 
 
 def main():
@@ -29,19 +30,15 @@ def main():
     ap.add_argument("--inner", type=int, default=10, help="steps per timed round (default 10)")
     ap.add_argument("--blas-threads", default="1", help="OpenBLAS threads for NumPy/SciPy (default 1; use --blas-threads=N)")
     args = ap.parse_args()
-    SIZES["tiny"]["batch"] = args.batch
-    steps = {"course_lib": course_lib_step("tiny")}
-    try:
-        steps["pytorch"] = torch_step("tiny")
-    except ImportError:
+    workers = start_workers("tiny", ["course_lib", "pytorch"], overrides={"batch": args.batch})
+    if "pytorch" not in workers:
         print("PyTorch is not installed: timing course_lib alone")
-    for step in steps.values():
-        for _ in range(5):
-            step()
-    times = {name: [] for name in steps}
-    for _ in range(args.repeats):
-        for name, step in steps.items():
-            times[name].append(_timed(lambda: [step() for _ in range(args.inner)]) / args.inner * 1e3)
+    try:
+        times = alternate(workers, args.repeats, args.inner)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    times = {name: np.array(ts) * 1e3 for name, ts in times.items()}
     print(f"training step, deep_dive preset, batch {args.batch} (median of {args.repeats} x {args.inner} steps, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}); {processor()}")
     for name, ts in times.items():

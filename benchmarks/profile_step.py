@@ -3,12 +3,13 @@
     python benchmarks/profile_step.py                  # mid size
     python benchmarks/profile_step.py --size tiny      # or gpt2-small; --steps, --top
 
-The steps are bench_sizes' own (loss + backward + Adam). course_lib runs on a copy of its
-kernel module whose functions are timed call by call; what is left of the step is Python
-between the kernels (and the input checks). PyTorch is read by torch.profiler (self CPU
-time per op). Both also report page faults and system time per step: memory the step
-allocates fresh from the system is paid for there. Profiling adds about a microsecond a
-call, so the course model's step looks a little slower than in bench_sizes.
+The steps are bench_sizes' own (loss + backward + Adam), each library in a worker process
+of its own (workers.py). course_lib runs on a copy of its kernel module whose functions are
+timed call by call; what is left of the step is Python between the kernels (and the input
+checks). PyTorch is read by torch.profiler (self CPU time per op). Both also report page
+faults and system time per step: memory the step allocates fresh from the system is paid
+for there. Profiling adds about a microsecond a call, so the course model's step looks a
+little slower than in bench_sizes.
 """
 import argparse
 import collections
@@ -18,7 +19,8 @@ import types
 
 import numpy as np
 
-from bench_sizes import SIZES, course_lib_step, make_batch, make_config, processor, torch_step
+from bench_sizes import IMPLEMENTATIONS, SIZES, make_batch, make_config, processor, torch_step
+from workers import Worker
 
 
 class TimedKernels(types.SimpleNamespace):
@@ -109,6 +111,12 @@ def report(name, wall, rows, calls, faults, system, top):
         print(f"  {len(ranked) - top} more, together {sum(s for _, s in ranked[top:]) * 1e3:.3f} ms")
 
 
+def make_profile(implementation, size):
+    """In a worker: -> run(steps), the profile of that many steps."""
+    profile = profile_torch if implementation == "pytorch" else profile_course_lib
+    return lambda steps: profile(size, steps)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=list(SIZES), default="mid")
@@ -116,17 +124,19 @@ def main():
     ap.add_argument("--top", type=int, default=15, help="rows shown per library (default 15)")
     args = ap.parse_args()
     steps = args.steps or {"tiny": 300, "mid": 12, "gpt2-small": 2}[args.size]
-    course_lib_step(args.size)()        # compile (or load) the kernels before anything is timed
     spec = SIZES[args.size]
     print(f"{time.strftime('%Y-%m-%d')}, {processor()}; {args.size}: batch {spec['batch']}, T {spec['seq']}, "
           f"{steps} steps each")
-    report("course_lib", *profile_course_lib(args.size, steps), args.top)
-    try:
-        result = profile_torch(args.size, steps)
-    except ImportError:
-        print("\nPyTorch is not installed: course_lib alone")
-        return
-    report("PyTorch eager (self CPU time per op)", *result, args.top)
+    for name, title in (("course_lib", "course_lib"), ("pytorch", "PyTorch eager (self CPU time per op)")):
+        try:
+            worker = Worker(make_profile, name, args.size, env=IMPLEMENTATIONS[name])
+        except ImportError:
+            print("\nPyTorch is not installed: course_lib alone")
+            continue
+        try:
+            report(title, *worker(steps), args.top)
+        finally:
+            worker.close()
 
 
 if __name__ == "__main__":

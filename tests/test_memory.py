@@ -43,12 +43,17 @@ def test_repeated_steps_reuse_freed_memory():
     alone) every step faults its large arrays in again; with course_lib's, it takes almost none."""
     kept = faults_per_step()
     returned = faults_per_step(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
-    assert kept < 50                    # seen: 0
-    assert returned > 1000              # seen: 4,374
+    assert returned > 1000                      # seen: 4,374
+    assert kept < returned / 10                 # seen: 0-41 (Python's own memory pools)
 
 
 def test_limits_set_in_the_environment_are_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
     assert memory.keep_freed_memory() == ["MALLOC_MMAP_THRESHOLD_"]
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert memory.keep_freed_memory() == []
+
+
+def test_the_setting_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("COURSE_LIB_KEEP_FREED_MEMORY", "0")
     assert memory.keep_freed_memory() == []

@@ -11,8 +11,8 @@ keep_freed_memory() raises both limits: blocks up to 32 MB (the largest threshol
 accepts) come from the heap, and up to 1 GB of free heap stays mapped. The next step
 reuses that memory; larger blocks still go back to the system at once. It is called when
 course_lib.kernels is imported. A limit set through glibc's own environment variables
-(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) is left as it is, and with another C
-library (macOS, Windows, musl) nothing changes.
+(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) is left as it is; with
+COURSE_LIB_KEEP_FREED_MEMORY=0, or another C library (macOS, Windows, musl), nothing changes.
 """
 import ctypes
 import os
@@ -30,8 +30,8 @@ def is_glibc():
 
 
 def keep_freed_memory():
-    """Raise glibc's mmap and trim thresholds unless the environment sets them. -> the names set."""
-    if not is_glibc():
+    """Raise glibc's mmap and trim thresholds unless the environment says otherwise. -> the names set."""
+    if not is_glibc() or os.environ.get("COURSE_LIB_KEEP_FREED_MEMORY") == "0":
         return []
     libc = ctypes.CDLL(None)                        # the C library this process runs on
     changed = []

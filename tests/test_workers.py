@@ -1,0 +1,57 @@
+"""benchmarks/workers.py: each implementation in its own process, rounds alternating."""
+import os
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from workers import Worker, WorkerError, alternate  # noqa: E402
+
+
+def where_am_i(tag):
+    """A worker's factory: run(x) -> (tag, x, the worker's pid, its WORKER_TEST variable, the time)."""
+    return lambda x: (tag, x, os.getpid(), os.environ.get("WORKER_TEST"), time.monotonic())
+
+
+def broken_at_run():
+    return lambda: 1 / 0
+
+
+def needs_a_missing_library():
+    import no_such_library_here  # noqa: F401
+
+
+def test_a_worker_runs_in_its_own_process_with_its_own_environment():
+    worker = Worker(where_am_i, "a", env={"WORKER_TEST": "set"})
+    try:
+        tag, x, pid, env, _ = worker(3)
+    finally:
+        worker.close()
+    assert (tag, x, env) == ("a", 3, "set") and pid != os.getpid()
+    assert "WORKER_TEST" not in os.environ
+
+
+def test_errors_come_back_to_the_parent():
+    worker = Worker(broken_at_run)
+    try:
+        with pytest.raises(WorkerError, match="ZeroDivisionError"):
+            worker()
+    finally:
+        worker.close()
+    with pytest.raises(ImportError, match="no_such_library_here"):
+        Worker(needs_a_missing_library)
+
+
+def test_rounds_alternate_between_the_workers(monkeypatch):
+    monkeypatch.setattr("workers.SETTLE", 0.0)
+    workers = {name: Worker(where_am_i, name) for name in ("a", "b")}
+    try:
+        results = alternate(workers, 2, 7)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    assert [r[:2] for r in results["a"]] == [("a", 7)] * 2 and [r[:2] for r in results["b"]] == [("b", 7)] * 2
+    assert results["a"][0][2] != results["b"][0][2]
+    a, b = ([r[4] for r in results[name]] for name in ("a", "b"))
+    assert a[0] < b[0] < a[1] < b[1]                # a, b, a, b
