@@ -43,6 +43,8 @@ def embedding_backward(tokens, dx, vocab_size, d_tok=None):
     d_tok: a (V, C) gradient to add into in place (the tied head's share); None: zeros."""
     if d_tok is None:
         d_tok = np.zeros((vocab_size, dx.shape[2]), dx.dtype)
+    elif d_tok.shape != (vocab_size, dx.shape[2]):
+        raise ValueError("embedding_backward: d_tok must be (vocab_size, C)")
     np.add.at(d_tok, tokens, dx)
     return d_tok, dx.sum(0)
 
