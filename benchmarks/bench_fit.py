@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 import course_lib as cl
-from bench_sizes import IMPLEMENTATIONS, processor
-from workers import Worker, alternate
+from bench_sizes import processor
+from workers import alternate, started
 
 
 def fit_course_lib(data, epochs, seed):
@@ -111,14 +111,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     import torch
-    workers = {}
-    try:
-        for name in ("course_lib", "pytorch"):
-            workers[name] = Worker(make_fit, name, args.seed, env=IMPLEMENTATIONS[name])
+    with started(make_fit, ["course_lib", "pytorch"], args.seed) as workers:
         results = alternate(workers, args.repeats, args.epochs)
-    finally:
-        for worker in workers.values():
-            worker.close()
     times = {name: [seconds for seconds, _ in runs] for name, runs in results.items()}
     accs = {name: [acc for _, acc in runs] for name, runs in results.items()}
     print(f"fit, deep_dive, batch 32, {args.epochs} epochs ({args.epochs * 125} steps, {args.epochs} evaluations "

@@ -5,9 +5,8 @@
 
 A step is loss + backward + Adam. Each implementation runs in a worker process of its own
 and the rounds alternate between them (A, B, C, A, B, C, ...), so that they share the
-machine's load and nothing else (workers.py says why). PyTorch's worker runs with glibc's
-malloc as PyTorch's users have it (COURSE_LIB_KEEP_FREED_MEMORY=0: it imports course_lib
-for the starting parameters). For tiny, --blas-threads 1 shows the one-thread figure that
+machine's load and nothing else (workers.py says why); PyTorch's worker runs with glibc's
+malloc as PyTorch's users have it. For tiny, --blas-threads 1 shows the one-thread figure that
 course_lib.train.fit uses at this size. Medians and minima are reported with speed-ups
 against PyTorch, achieved GFLOP/s against a measured matrix-multiply peak, and (in child
 processes) peak memory and cold / warm start: import plus first step with an empty and
@@ -23,7 +22,7 @@ import time
 
 import numpy as np
 
-from workers import Worker, WorkerError, alternate
+from workers import WorkerError, alternate, started
 
 SIZES = {
     "tiny": dict(preset="deep_dive", overrides={}, batch=32, seq=8),
@@ -31,9 +30,6 @@ SIZES = {
                                               d_ff=1024), batch=8, seq=128),
     "gpt2-small": dict(preset="gpt2", overrides=dict(seq_len=1024), batch=4, seq=64),
 }
-
-# The environment of each implementation's worker.
-IMPLEMENTATIONS = {"course_lib": {}, "pytorch": {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}, "numpy": {}}
 
 
 def make_config(size):
@@ -116,7 +112,7 @@ def torch_step(size):
     return step
 
 
-def make_round(size, implementation, overrides=None):
+def make_round(implementation, size, overrides=None):
     """In a worker: implementation's step at this size (SIZES[size] updated by overrides), run twice.
     -> run(inner): seconds per step over inner steps."""
     SIZES[size] = dict(SIZES[size], **(overrides or {}))
@@ -129,34 +125,13 @@ def make_round(size, implementation, overrides=None):
     return lambda inner: _timed(lambda: [step() for _ in range(inner)]) / inner
 
 
-def start_workers(size, names, overrides=None):
-    """{name: Worker} for the implementations in names; PyTorch is left out if it is not installed."""
-    workers = {}
-    try:
-        for name in names:
-            try:
-                workers[name] = Worker(make_round, size, name, overrides, env=IMPLEMENTATIONS[name])
-            except ImportError:
-                if name != "pytorch":
-                    raise
-    except BaseException:
-        for worker in workers.values():
-            worker.close()
-        raise
-    return workers
-
-
 def bench_size(size, repeats, with_numpy=True):
     import course_lib as cl
     cfg = make_config(size)
     spec = SIZES[size]
-    workers = start_workers(size, ["course_lib", "pytorch"] + (["numpy"] if with_numpy else []))
-    try:
+    with started(make_round, ["course_lib", "pytorch"] + (["numpy"] if with_numpy else []), size) as workers:
         inner = max(1, int(0.2 / max(1e-4, min(workers["course_lib"](1) for _ in range(3)))))   # ~0.2 s a round
         times = alternate(workers, repeats, inner)
-    finally:
-        for worker in workers.values():
-            worker.close()
     flops = step_flops(cfg, spec["batch"], spec["seq"])
     return {"size": size, "params": int(cl.Transformer(cfg, seed=0).n_params) if size != "gpt2-small" else None,
             "flops": flops, "inner": inner,

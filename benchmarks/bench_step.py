@@ -19,8 +19,8 @@ if __name__ == "__main__":
 
 import numpy as np
 
-from bench_sizes import processor, start_workers
-from workers import alternate
+from bench_sizes import make_round, processor
+from workers import alternate, started
 
 
 def main():
@@ -30,14 +30,10 @@ def main():
     ap.add_argument("--inner", type=int, default=10, help="steps per timed round (default 10)")
     ap.add_argument("--blas-threads", default="1", help="OpenBLAS threads for NumPy/SciPy (default 1; use --blas-threads=N)")
     args = ap.parse_args()
-    workers = start_workers("tiny", ["course_lib", "pytorch"], overrides={"batch": args.batch})
-    if "pytorch" not in workers:
-        print("PyTorch is not installed: timing course_lib alone")
-    try:
+    with started(make_round, ["course_lib", "pytorch"], "tiny", {"batch": args.batch}) as workers:
+        if "pytorch" not in workers:
+            print("PyTorch is not installed: timing course_lib alone")
         times = alternate(workers, args.repeats, args.inner)
-    finally:
-        for worker in workers.values():
-            worker.close()
     times = {name: np.array(ts) * 1e3 for name, ts in times.items()}
     print(f"training step, deep_dive preset, batch {args.batch} (median of {args.repeats} x {args.inner} steps, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}); {processor()}")

@@ -19,8 +19,8 @@ import types
 
 import numpy as np
 
-from bench_sizes import IMPLEMENTATIONS, SIZES, make_batch, make_config, processor, torch_step
-from workers import Worker
+from bench_sizes import SIZES, make_batch, make_config, processor, torch_step
+from workers import started
 
 
 class TimedKernels(types.SimpleNamespace):
@@ -65,7 +65,8 @@ def profile_course_lib(size, steps):
         opt.step(grads)
         adam[0] += time.perf_counter() - t0
     step()
-    timed.seconds.clear(), timed.calls.clear()
+    timed.seconds.clear()
+    timed.calls.clear()
     adam[0] = 0.0
     wall, usage = _run(step, steps)
     rows = {name: s / steps for name, s in timed.seconds.items()}
@@ -127,17 +128,12 @@ def main():
     spec = SIZES[args.size]
     print(f"{time.strftime('%Y-%m-%d')}, {processor()}; {args.size}: batch {spec['batch']}, T {spec['seq']}, "
           f"{steps} steps each")
-    for name, title in (("course_lib", "course_lib"), ("pytorch", "PyTorch eager (self CPU time per op)")):
-        try:
-            worker = Worker(make_profile, name, args.size, env=IMPLEMENTATIONS[name])
-        except ImportError:
+    titles = {"course_lib": "course_lib", "pytorch": "PyTorch eager (self CPU time per op)"}
+    with started(make_profile, list(titles), args.size) as workers:
+        for name, worker in workers.items():
+            report(titles[name], *worker(steps), args.top)
+        if "pytorch" not in workers:
             print("\nPyTorch is not installed: course_lib alone")
-            continue
-        try:
-            report(title, *worker(steps), args.top)
-        finally:
-            worker.close()
-
 
 if __name__ == "__main__":
     main()

@@ -9,19 +9,23 @@ round each in turn (A, B, C, A, B, C, ...), so that all of them see the same loa
 machine, and pauses SETTLE seconds before each round, for the threads of the previous
 one to go to sleep.
 
-    worker = Worker(make_round, "mid")    # in a new process: run = make_round("mid")
-    seconds = worker(10)                  # there: run(10); the result comes back
-    worker.close()
+    with started(make_round, ["course_lib", "pytorch"], "mid") as workers:
+        seconds = workers["pytorch"](10)    # in its process: make_round("pytorch", "mid")(10)
 
-The worker starts with the parent's environment (OPENBLAS_NUM_THREADS, say), plus `env`.
-`make_round` must be a function at the top level of a module: it travels by name.
+A worker starts with the parent's environment (OPENBLAS_NUM_THREADS, say), plus its
+implementation's ENVIRONMENT. `make_round` must be a function at the top level of a
+module: it travels by name.
 """
+import contextlib
 import multiprocessing
 import os
 import time
 import traceback
 
 SETTLE = 0.3    # idle BLAS / OpenMP threads spin for ~0.1 s after their last call
+
+# PyTorch imports course_lib for its starting parameters: without this it would get course_lib's malloc settings.
+ENVIRONMENT = {"pytorch": {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}}
 
 
 class WorkerError(RuntimeError):
@@ -91,6 +95,24 @@ def _serve(conn, factory, args):
             conn.send(("result", run(*request)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
+
+
+@contextlib.contextmanager
+def started(factory, names, *args):
+    """{name: Worker(factory, name, *args)} in name's ENVIRONMENT, all closed at the end.
+    PyTorch is left out when it is not installed."""
+    workers = {}
+    try:
+        for name in names:
+            try:
+                workers[name] = Worker(factory, name, *args, env=ENVIRONMENT.get(name))
+            except ImportError:
+                if name != "pytorch":
+                    raise
+        yield workers
+    finally:
+        for worker in workers.values():
+            worker.close()
 
 
 def alternate(workers, repeats, *args):
