@@ -37,16 +37,28 @@ def rel_error(analytic, numerical, zero_tol=0.0):
     return float(np.linalg.norm(a - n) / denom) if denom > max(zero_tol, 1e-300) else 0.0
 
 
-def magnitude(error):
-    """A relative error as printed in the notebooks: its power of ten when small ('~1e-11',
-    stable from one machine to another), two digits when large ('0.31'), 'inf' when not finite."""
-    if not math.isfinite(error):
+def magnitude(value, *, below=None, noisy=False):
+    """A value at rounding level as the notebooks print it: what it means, not its noise.
+
+    Its power of ten when small ('~1e-11'), two digits when large ('0.31'), '0' for an
+    exact zero, 'inf' when not finite. The last bits of a BLAS or of a Numba kernel differ
+    from one processor to another, so a rounding-level value moves in its digits and even
+    in its power of ten; the notebooks' nbval settings compare every power from 1e-7 down
+    as one. Two ways to print a figure that holds on every processor:
+
+    below=b: 'below b' when |value| < b (the claim the text makes), else the value.
+    noisy=True: the power of ten even when large, for a value that is rounding noise
+        itself (a float32 difference quotient at a tiny step).
+    """
+    if not math.isfinite(value):
         return "inf"
-    if error == 0:
+    if below is not None and abs(value) < below:
+        return f"below {below:.0e}".replace("e-0", "e-").replace("e+0", "e+")
+    if value == 0:
         return "0"
-    if error >= 1e-4:
-        return f"{error:.2g}"
-    return f"~1e{round(math.log10(error))}"
+    if abs(value) >= 1e-4 and not noisy:
+        return f"{value:.2g}"
+    return f"~1e{round(math.log10(abs(value)))}"
 
 
 class Report(dict):

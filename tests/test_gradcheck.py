@@ -86,3 +86,11 @@ def test_a_wrong_gradient_fails_with_a_two_digit_error():
 def test_magnitude_text():
     assert magnitude(2e-11) == "~1e-11" and magnitude(4e-11) == "~1e-10" and magnitude(0.3141) == "0.31"
     assert magnitude(0.0) == "0" and magnitude(math.inf) == "inf" and magnitude(math.nan) == "inf"
+    assert magnitude(-3e-16) == "~1e-16"
+
+
+def test_magnitude_as_a_bound_or_as_noise():
+    assert magnitude(2.2e-8, below=1e-6) == magnitude(3.7e-8, below=1e-6) == "below 1e-6"
+    assert magnitude(0.0, below=1e-12) == "below 1e-12"
+    assert magnitude(2e-3, below=1e-6) == "0.002"          # a bound that fails shows the value
+    assert magnitude(0.0083, noisy=True) == magnitude(0.012, noisy=True) == "~1e-2"
