@@ -1,5 +1,6 @@
 """Helpers shared by the tests (fixtures live in conftest.py)."""
 import inspect
+from pathlib import Path
 
 import course_lib as cl
 
@@ -79,3 +80,29 @@ EVERY_CHECKER = sorted(name for name in dir(cl.checks) if name.startswith("check
 def n_functions(check):
     """How many learner functions a checker takes: each parameter is one (some take two)."""
     return len(inspect.signature(check).parameters)
+
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def solutions_by_checker():
+    """Every checker the notebooks call, with the notebook's own solution functions it is called
+    on: {'check_gelu': (gelu_forward, gelu_backward), ...}, read from the notebooks' check cells
+    and their solution cells (run in one namespace per notebook)."""
+    import re
+
+    import nbformat
+    import numpy as np
+
+    found = {}
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        namespace = {"np": np, "cl": cl}
+        for source in code:
+            if "### BEGIN SOLUTION" in source:
+                exec(compile(source, str(path), "exec"), namespace)
+        for source in code:
+            for name, args in re.findall(r"checks\.(check_\w+)\(([^)]*)\)", source):
+                found[name] = tuple(namespace[a.strip()] for a in args.split(","))
+    return found

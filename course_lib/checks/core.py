@@ -103,7 +103,7 @@ def checker(exercise, title):
 
 def _run(body, exercise, title, fn, args, kwargs):
     label = f"{exercise} ({title})"
-    _current["stage"], _current["count"] = None, 0
+    _current["stage"], _current["count"], _current["narrowed"] = None, 0, None
     if not callable(fn):
         print(f"✗ {label}: pass your function itself, e.g. {body.__name__}(my_function), "
               f"not {type(fn).__name__}")
@@ -120,6 +120,11 @@ def _run(body, exercise, title, fn, args, kwargs):
         if e.hint:
             print(f"  Hint: {e.hint}")
         return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint)
+    narrowed = _narrowing_failure()
+    if narrowed:
+        where, message, hint = narrowed
+        print(f"✗ {label}{f' [stage: {where}]' if where else ''}: {message}\n  Hint: {hint}")
+        return Result(exercise, False, stage=where, message=message, hint=hint)
     print(f"✓ {label}: all {_current['count']} stages passed.")
     return Result(exercise, True, n_stages=_current["count"])
 
@@ -143,28 +148,122 @@ def call(fn, *args, **kwargs):
     originals = list(args) + list(kwargs.values())
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in originals]
     args, kwargs = copies[:len(args)], dict(zip(kwargs, copies[len(args):]))
+    names = _argument_names(fn, len(args), kwargs)
     try:
         result = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotDone() from None
     except Exception as e:  # the learner's bug, reported, never a crash of the checker
-        frame = traceback.extract_tb(e.__traceback__)[-1]
+        frame = _learner_frame(e)
         where = f" (line {frame.lineno}: {frame.line})" if frame.line else ""
-        raise CheckFailed(f"your function raised {type(e).__name__}: {e}{where}",
-                          hint="run it on a small input by hand and print intermediate shapes")
-    for name, before, after in zip(_argument_names(fn, len(args), kwargs), originals, copies):
+        hint = ("run it on a small input by hand and print intermediate shapes"
+                if "one dtype" not in str(e) else _mixed_dtype_hint(names, originals))
+        raise CheckFailed(f"your function raised {type(e).__name__}: {e}{where}", hint=hint)
+    for name, before, after in zip(names, originals, copies):
         if isinstance(before, np.ndarray) and not np.array_equal(before, after, equal_nan=True):
             raise CheckFailed(f"your function changed its input `{name}` in place",
                               hint=f"the caller still needs `{name}` as it was: compute a new array "
                                    f"(`y = {name} - 1`, not `{name} -= 1` or `{name}[...] = ...`), "
                                    f"or start from `{name}.copy()`")
+    _note_narrowing(result, originals)
     return result
+
+
+def _learner_frame(e):
+    """The last frame of the traceback in the learner's code (not in course_lib or a library)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    own = [f for f in frames if not os.path.abspath(f.filename).startswith(package)
+           and "site-packages" not in f.filename]
+    return (own or frames)[-1]
+
+
+def _input_dtypes(names, values):
+    """{argument name: set of the float dtypes among its arrays} (a dict argument's values too)."""
+    found = {}
+    for name, value in zip(names, values):
+        parts = value.values() if isinstance(value, dict) else [value]
+        dtypes = {str(v.dtype) for v in parts if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+        if dtypes:
+            found[name] = dtypes
+    return found
+
+
+def _mixed_dtype_hint(names, values):
+    """The hint for a kernel that refused arrays of two dtypes, from the dtypes of the inputs."""
+    found = _input_dtypes(names, values)
+    every = set().union(*found.values()) if found else set()
+    if every == {"float32"}:
+        return ("a dtype problem: your inputs are float32, so an array your function made is "
+                "float64: np.zeros(n) and np.array of Python floats are float64 unless you pass "
+                "dtype= (np.zeros_like(x) is not), and a NumPy float64 number such as np.sqrt(D) "
+                "turns a float32 array into float64 (math.sqrt(D) does not)")
+    if every == {"float64"}:
+        return ("a dtype problem: your inputs are float64, so an array your function made is "
+                "float32: no .astype(np.float32), no dtype=np.float32")
+    described = " and ".join(f"{n} {'/'.join(sorted(d))}" for n, d in found.items())
+    return (f"a dtype problem: one call mixed float32 and float64 arrays ({described}): "
+            f"course_lib's kernels need one dtype, so bring every array to one dtype before "
+            f"the call")
+
+
+def _narrowed(result, where="your result", depth=0):
+    """(where, dtype) of the first float16/float32 array in the learner's result, searching
+    tuples, lists and dicts; None if there is none."""
+    dtype = low_precision(result)
+    if dtype is not None:
+        return where, dtype
+    if depth > 2:
+        return None
+    if isinstance(result, (tuple, list)):
+        items = [(f"returned value {i + 1}" if depth == 0 else f"{where}[{i}]", v)
+                 for i, v in enumerate(result[:50])]
+    elif isinstance(result, dict):
+        items = [(f"{where}[{k!r}]", v) for k, v in list(result.items())[:200]]
+    else:
+        return None
+    for w, v in items:
+        found = _narrowed(v, w, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _note_narrowing(result, inputs):
+    """For float64 inputs every float result must be float64. A float32 one is noted (the first,
+    with its stage) and fails the check at the end, even if every comparison passed: a float32
+    result right to its 7 digits passes a tolerance of 1e-6, and still loses the digits that
+    gradient checks need. A wrong float32 result fails earlier, at its comparison."""
+    if _current.get("narrowed"):
+        return
+    dtypes = set().union(*_input_dtypes(range(len(inputs)), inputs).values()) if inputs else set()
+    found = _narrowed(result) if dtypes == {"float64"} else None
+    if found:
+        _current["narrowed"] = (_current["stage"],) + found
+
+
+def _narrowing_failure():
+    """(stage, message, hint) for a float32 result noted by call(), or None."""
+    if not _current.get("narrowed"):
+        return None
+    where_stage, where, dtype = _current["narrowed"]
+    return (where_stage, f"{where} is {dtype}, but the inputs are float64",
+            f"a dtype problem, not a formula problem: keep float64 all through (no "
+            f"np.zeros(..., dtype=np.{dtype}) accumulator, no .astype(np.{dtype})); {dtype} keeps "
+            f"only about {np.finfo(dtype).precision} digits")
 
 
 def as_array(value, what="your result"):
     """The learner's output as a float array, or a clear failure (never an exception of NumPy's)."""
     if value is None:
         raise CheckFailed(f"{what} is None", hint="did you forget `return`?")
+    foreign = _foreign_array(value)
+    if foreign:
+        raise CheckFailed(f"{what} is a {foreign}, but a NumPy array was expected",
+                          hint="the course computes with NumPy, and the kernels that take your "
+                               "result read NumPy arrays: compute with NumPy"
+                               + (", or return t.detach().numpy()" if foreign.startswith("torch")
+                                  else ", or return np.asarray(...) of it"))
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
         raise CheckFailed(f"{what} is a {type(value).__name__} of arrays, but one array was expected")
     try:
@@ -178,6 +277,26 @@ def as_array(value, what="your result"):
         raise CheckFailed(f"{what} should be a NumPy array of numbers, got "
                           f"{_short(value)} ({type(value).__name__})") from None
     return arr
+
+
+def _foreign_array(value):
+    """'torch.Tensor' (module.type) for an array of another library than NumPy, else None."""
+    if isinstance(value, (np.ndarray, np.generic)) or not hasattr(type(value), "__array__"):
+        return None
+    return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+
+
+def float_dtype(value):
+    """The NumPy float dtype of an array or scalar, or None (for ints, lists, torch tensors...)."""
+    if not isinstance(value, (np.ndarray, np.generic)) or value.dtype.kind != "f":
+        return None
+    return value.dtype
+
+
+def low_precision(value):
+    """The dtype of a float16 or float32 NumPy array or scalar, else None."""
+    dtype = float_dtype(value)
+    return dtype if dtype is not None and dtype.itemsize < 8 else None
 
 
 def _short(value, width=60):
@@ -245,8 +364,8 @@ def _dtype_hint(value, arr, expected):
     "Its own precision" allows for the rounding of inputs cast down and of a long sum:
     sqrt(eps) relative (3e-4 in float32), far below the error of any real mistake.
     """
-    dtype = getattr(value, "dtype", None)
-    if dtype is None or dtype.kind != "f" or dtype.itemsize >= 8:
+    dtype = low_precision(value)
+    if dtype is None:
         return None
     tol = float(np.sqrt(np.finfo(dtype).eps))
     scale = np.max(np.abs(expected)) if expected.size else 0.0

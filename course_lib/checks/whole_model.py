@@ -38,7 +38,8 @@ import numpy as np
 
 from ..block import Block
 from ..config import ModelConfig
-from .core import CheckFailed, NotDone, as_array, call, checker, diagnose, expect_shape, stage
+from .core import (CheckFailed, NotDone, as_array, call, checker, diagnose, expect_shape,
+                   float_dtype, low_precision, stage)
 
 __all__ = ["check_block_backward", "check_model_backward"]
 
@@ -76,8 +77,8 @@ def _heads_backward(dheads, qkv, att):
     dV = att.transpose(0, 1, 3, 2) @ dO
     dA = dO @ V.transpose(0, 1, 3, 2)
     dS = att * (dA - (dA * att).sum(-1, keepdims=True))
-    dQ = dS @ K / np.sqrt(D)
-    dK = dS.transpose(0, 1, 3, 2) @ Q / np.sqrt(D)
+    dQ = dS @ K / D ** 0.5                           # a Python float keeps float32 float32
+    dK = dS.transpose(0, 1, 3, 2) @ Q / D ** 0.5
     return [g.transpose(0, 2, 1, 3).reshape(B * T, C) for g in (dQ, dK, dV)]
 
 
@@ -129,7 +130,7 @@ def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False,
 # random blocks: parameters, an input, and the cache of course_lib's Block forward
 # ----------------------------------------------------------------------------------------
 
-def _block_case(seed, B, T, C, H, F):
+def _block_case(seed, B, T, C, H, F, dtype="float64"):
     rng = np.random.default_rng(seed)
     p = {}
     for w in "qkvo":
@@ -139,13 +140,14 @@ def _block_case(seed, B, T, C, H, F):
     for ln in ("ln1", "ln2"):       # gamma away from 1: a gamma left out shows
         p[ln + ".gamma"] = 1 + 0.5 * rng.standard_normal(C)
         p[ln + ".beta"] = 0.3 * rng.standard_normal(C)
+    p = {k: v.astype(dtype) for k, v in p.items()}
     cfg = ModelConfig(vocab_size=20, seq_len=max(T, 1), d_model=C, n_heads=H, n_layers=1, d_ff=F,
-                      dtype="float64")
+                      dtype=dtype)
     from .. import kernels
     block = Block(0, cfg, {"blocks.0." + k: v for k, v in p.items()}, kernels)
-    x = rng.standard_normal((B * T, C))
+    x = rng.standard_normal((B * T, C)).astype(dtype)
     _, cache = block.forward(x, B, T)
-    dy = rng.standard_normal((B * T, C))
+    dy = rng.standard_normal((B * T, C)).astype(dtype)
     return dy, cache, p
 
 
@@ -258,11 +260,28 @@ def _gamma_mistakes(V):
             for g, text in cases]
 
 
-def _check_block_case(fn, dy, cache, params):
+def _expect_float32(dx, grads):
+    """A float32 block's gradients are float32: the float32 model adds them to its own arrays
+    and hands them to kernels that need one dtype."""
+    for what, g in [("dx", dx)] + [(f"grads[{k!r}]", grads[k]) for k in _BACKWARD_ORDER]:
+        dtype = float_dtype(g)
+        if dtype != np.float32:
+            raise CheckFailed(f"{what} is {dtype or type(g).__name__}, but the block is float32",
+                              hint="a dtype problem: your inputs are float32 (the course model's "
+                                   "dtype), so something in your function is float64: np.zeros(n) "
+                                   "is float64 unless you pass dtype= (np.zeros_like(x) is not), "
+                                   "and a NumPy float64 number such as np.sqrt(D) turns a float32 "
+                                   "array into float64 (math.sqrt(D) does not)")
+
+
+def _check_block_case(fn, dy, cache, params, rtol=1e-6, atol=1e-9):
     N, C = dy.shape
     dx, grads = _unpack_block(_call_block(fn, dy, cache, params), N, C, params)
+    if dy.dtype == np.float32:
+        _expect_float32(dx, grads)
+        dy, cache, params = (_as_float64(d) for d in (dy, cache, params))
     want_dx, want = _block_backward(dy, cache, params)
-    wrong = _first_wrong(grads, want, _BACKWARD_ORDER)
+    wrong = _first_wrong(grads, want, _BACKWARD_ORDER, rtol, atol)
     default = (_station_hint(wrong) if wrong else
                "every parameter gradient is right but dx is not: after the attention's backward, "
                "x's gradient adds the attention path and the skip path")
@@ -293,14 +312,21 @@ def _check_block_case(fn, dy, cache, params):
                                                              f"missing)") for w in "qkv"]
     mistakes += [(V(paths=w), fork_hint + f" (only the path through {w.upper()} is there)")
                  for w in "qkv"]
-    diagnose(dx, want_dx, mistakes, default, what="dx")
+    diagnose(dx, want_dx, mistakes, default, what="dx", rtol=rtol, atol=atol)
     for k in _BACKWARD_ORDER:
         others = [(want[o], f"grads[{k!r}] holds the gradient of {o!r}: check which gradient "
                             f"goes under which name (W_qkv's columns are Q | K | V)")
                   for o in BLOCK_NAMES if o != k and want[o].shape == want[k].shape]
         diagnose(grads[k], want[k], others,
                  "dx is right but this gradient is not: look at the line that computes it",
-                 what=f"grads[{k!r}]")
+                 what=f"grads[{k!r}]", rtol=rtol, atol=atol)
+
+
+def _as_float64(a):
+    """An array, or a dict's arrays, in float64 (the reference formulas' precision)."""
+    if isinstance(a, dict):
+        return {k: _as_float64(v) for k, v in a.items()}
+    return a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
 
 
 @checker("Exercise 10.2", "post-LN block backward")
@@ -316,6 +342,11 @@ def check_block_backward(block_backward):
     with stage("edge cases (one token; the course model's sizes)"):
         for seed, shape in ((103, (3, 1, 8, 2, 16)), (104, (2, 8, 64, 4, 256))):
             _check_block_case(block_backward, *_block_case(seed, *shape))
+    with stage("a float32 block (the course model's dtype): float32 gradients"):
+        # float64 inputs gave float64 gradients above (core notes a float32 one); here every
+        # input is float32, and every array the function makes must be float32 too
+        _check_block_case(block_backward, *_block_case(105, 2, 8, 64, 4, 256, dtype="float32"),
+                          rtol=1e-3, atol=1e-4)
 
 
 # ----------------------------------------------------------------------------------------
@@ -434,11 +465,30 @@ def _expect_one_gradient_per_parameter(grads, model):
     for k in model.params:
         expect_shape(grads[k], model.params[k].shape, what=f"grads[{k!r}]",
                      hint=hints.get(k, "a gradient is shaped like its parameter"))
+    for k, p in model.params.items():
+        dtype = low_precision(grads[k])
+        if dtype is not None and p.dtype == np.float64:
+            raise CheckFailed(f"grads[{k!r}] is {dtype}, but the model is float64",
+                              hint=f"a dtype problem, not a formula problem: a gradient has its "
+                                   f"parameter's dtype (no .astype(np.{dtype}), no "
+                                   f"np.zeros(..., dtype=np.{dtype}))")
+
+
+def _perturb_norms(model, seed):
+    """Every LayerNorm's gamma and beta (ln_f's too) away from a fresh model's 1 and 0, so that
+    a gamma left out of a LayerNorm's backward shows (as in the block checker)."""
+    rng = np.random.default_rng(seed)
+    for k, v in model.params.items():
+        if k.endswith(".gamma"):
+            v[...] = 1 + 0.5 * rng.standard_normal(v.shape)
+        elif k.endswith(".beta"):
+            v[...] = 0.3 * rng.standard_normal(v.shape)
 
 
 def _check_model_case(fn, cfg, tokens, targets, seed=0):
     from ..model import Transformer
     model = Transformer(cfg, seed=seed)
+    _perturb_norms(model, 1000 + seed)
     model.loss(tokens, targets)
     want = model.backward()
     grads = _run_model_backward(fn, model)
@@ -465,9 +515,25 @@ def _check_model_case(fn, cfg, tokens, targets, seed=0):
                      "share dlogits^T x (you have only the scatter-add)"),
                     (head_part, "tied embeddings: you have only the head's share; add the "
                                 "embedding's scatter-add (embedding_backward)")]
+    mistakes += [(lambda ln=ln: _without_gamma(model, ln)[wrong],
+                  f"{ln}'s backward leaves out gamma: LayerNorm's input gradient starts from "
+                  f"g = dy * gamma, so layernorm_backward takes params['{ln}.gamma'] (the "
+                  f"checker's gammas are not 1, as after training)")
+                 for ln in sorted(k[:-len(".gamma")] for k in model.params if k.endswith(".gamma"))]
     where = ("the first wrong gradient in backward order is "
              f"grads[{wrong!r}]: the bug sits at that station or just before it")
     diagnose(grads[wrong], want[wrong], mistakes, where, what=f"grads[{wrong!r}]")
+
+
+def _without_gamma(model, ln):
+    """The model's gradients with LayerNorm `ln`'s gamma left out of the backward (taken as 1)."""
+    key = ln + ".gamma"
+    gamma = model.params[key]
+    model.params[key] = np.ones_like(gamma)
+    try:
+        return model.backward()
+    finally:
+        model.params[key] = gamma
 
 
 @checker("Exercise 10.3", "the whole model's backward")

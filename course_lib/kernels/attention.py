@@ -163,6 +163,9 @@ def attention_backward(dout, qkv, att):
 
     NumPy twin: numpy_ref.attention_backward.
     """
+    if not dout.dtype == qkv.dtype == att.dtype:
+        raise ValueError(f"attention_backward: dout is {dout.dtype}, qkv {qkv.dtype} and att "
+                         f"{att.dtype}: the arrays of one call need one dtype")
     B, T = qkv.shape[:2]
     if T < BLAS_MIN_T:      # every position is a query row: attention_rows_backward's loops
         att_rows = np.ascontiguousarray(att.transpose(0, 2, 1, 3)).reshape(B * T, att.shape[1], T)

@@ -5,7 +5,7 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O).
 import numpy as np
 
 from ._fast.jit import kernel
-from ._fast.blas import matmul
+from ._fast.blas import matmul, same_dtype
 
 
 @kernel
@@ -14,6 +14,7 @@ def linear_forward(x, w, b):
 
     NumPy twin: numpy_ref.linear_forward.
     """
+    same_dtype("linear_forward", "x", x, "w", w)
     y = matmul(x, w)
     if b is not None:
         if b.shape[0] != w.shape[1]:
@@ -30,6 +31,8 @@ def linear_backward(dy, x, w, has_bias):
 
     NumPy twin: numpy_ref.linear_backward.
     """
+    same_dtype("linear_backward", "dy", dy, "x", x)
+    same_dtype("linear_backward", "dy", dy, "w", w)
     dx = matmul(dy, w.T)
     dw = matmul(x.T, dy)
     db = np.zeros(dy.shape[1], dtype=dy.dtype)

@@ -65,6 +65,23 @@ def _gemm(single, M, N, K, a, trans_a, lda, b, trans_b, ldb, c, ldc):
 
 
 @kernel
+def dtype_name(a):
+    """'float32' or 'float64' (or 'float16'): the name of a float array's dtype, inside a kernel."""
+    if a.itemsize == 2:
+        return "float16"
+    return "float32" if a.itemsize == 4 else "float64"
+
+
+@kernel
+def same_dtype(where, name_a, a, name_b, b):
+    """Refuse two arrays of different dtypes, naming both: BLAS reads every operand as one type, so
+    a float32 array among float64 ones would be read as other numbers (and its strides misjudged)."""
+    if a.itemsize != b.itemsize:
+        raise ValueError(where + ": " + name_a + " is " + dtype_name(a) + " but " + name_b + " is "
+                         + dtype_name(b) + ": the arrays of one call need one dtype")
+
+
+@kernel
 def _matmul_into_numpy_blas(a, b, out):
     """out[...] = a (M, K) @ b (K, N), both float32 or both float64, without copies. Every array needs
     unit-stride rows (a C-contiguous array or a block of its columns); a and b may also be transposes of such."""
@@ -72,6 +89,8 @@ def _matmul_into_numpy_blas(a, b, out):
     N = b.shape[1]
     if b.shape[0] != K or out.shape[0] != M or out.shape[1] != N:
         raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    same_dtype("matmul", "a", a, "b", b)
+    same_dtype("matmul", "a", a, "out", out)
     if M == 0 or N == 0:
         return
     if K == 0:
@@ -104,6 +123,8 @@ def _matmul_into_numba(a, b, out):
     """out[...] = a @ b through Numba."""
     if a.shape[1] != b.shape[0] or out.shape[0] != a.shape[0] or out.shape[1] != b.shape[1]:
         raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    same_dtype("matmul", "a", a, "b", b)
+    same_dtype("matmul", "a", a, "out", out)
     out[...] = _matmul_numba(a, b)
 
 
