@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
-                   stage)
+                   stage, tiered)
 
 __all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
            "check_single_head_attention_backward"]
@@ -173,7 +173,7 @@ def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_
                      rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.1", "stable softmax")
+@checker("Exercise 3.1", "stable softmax", library=["kernels.softmax_forward"])
 def check_stable_softmax(softmax):
     rng = np.random.default_rng(31)
     with stage("shapes"):
@@ -209,7 +209,11 @@ def check_stable_softmax(softmax):
 # Exercise 3.2: single-head attention forward
 # ----------------------------------------------------------------------------------------
 
-_ATTN_HINT = "S = Q @ K.T / np.sqrt(D) with D = Q.shape[-1]; A = softmax(S) over each row; out = A @ V"
+_ATTN_HINT = tiered("follow out = softmax(Q K^T / sqrt(D)) V one step at a time: the scores of "
+                    "every query against every key, their scale, the softmax over each query's "
+                    "row, then the mix of the values",
+                    "In code: S = Q @ K.T / np.sqrt(D) with D = Q.shape[-1]; A = softmax(S) over "
+                    "each row; out = A @ V")
 
 
 def _scale_mistakes(Q, K, V):
@@ -276,14 +280,16 @@ def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     diagnose(out, want_out, _out_mistakes(Q, K, V), "out = A @ V", what="out", rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.2", "single-head attention")
+@checker("Exercise 3.2", "single-head attention",
+         library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_single_head_attention(attention):
     rng = np.random.default_rng(32)
     with stage("returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)"):
         # T_q = 3 queries, T_k = 5 keys, D = 4, D_v = 2: different sizes make transposes visible
         Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
-        hint = ("here Q is (3, 4), K is (5, 4), V is (5, 2): S = Q @ K.T and A are (3, 5), out = A @ V is "
-                "(3, 2); print the shapes of your intermediate arrays")
+        hint = tiered("here Q is (3, 4), K is (5, 4), V is (5, 2): the scores and A are (T_q, T_k) = "
+                      "(3, 5) and out is (T_q, D_v) = (3, 2); print the shapes of your intermediate "
+                      "arrays", "S = Q @ K.T is (3, 5), out = A @ V is (3, 2)")
         out, A = expect_arrays(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
         _expect_not_swapped(out, A, 3, 5, 2)
         if A.shape == (5, 3):
@@ -331,16 +337,20 @@ def check_single_head_attention(attention):
 # Exercise 3.4: softmax backward (Exercise 3.3 derives it on paper)
 # ----------------------------------------------------------------------------------------
 
-_SMB_HINT = "dz = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)): the Jacobian diag(y) - y y^T applied to dy"
+_SMB_HINT = tiered("apply the Jacobian diag(y) - y y^T of Exercise 3.3 to dy, row by row, without "
+                   "building it: the diagonal gives one term, y y^T a second one with a sum over "
+                   "the row", "dz = y * (dy - np.sum(dy * y, axis=-1, keepdims=True))")
 
 
 def _smb_mistakes(dy, y):
     return [
-        (lambda: dy * y, "dy * y is only the diagonal term y_i dy_i; the off-diagonal entries -y_i y_j of the "
-                         "Jacobian add -y_i * sum_j(dy_j y_j): dz = y * (dy - sum(dy * y))"),
-        (lambda: y * (1 - y) * dy, "y * (1 - y) * dy uses only the diagonal of the Jacobian diag(y) - y y^T; "
-                                   "every y_j also depends on every x_i (the off-diagonal -y_i y_j): "
-                                   "dz = y * (dy - sum(dy * y))"),
+        (lambda: dy * y, tiered("dy * y is only the diagonal term y_i dy_i; the off-diagonal entries "
+                                "-y_i y_j of the Jacobian add a term too",
+                                "They add -y_i * sum_j(dy_j y_j): dz = y * (dy - sum(dy * y))")),
+        (lambda: y * (1 - y) * dy, tiered("y * (1 - y) * dy uses only the diagonal of the Jacobian "
+                                          "diag(y) - y y^T; every y_j also depends on every x_i "
+                                          "(the off-diagonal -y_i y_j)",
+                                          "dz = y * (dy - sum(dy * y))")),
         (lambda: dy - np.sum(dy * y, axis=-1, keepdims=True),
          "multiply by y: dz = y * (dy - sum(dy * y))"),
         (lambda: y * (dy - np.sum(dy, axis=-1, keepdims=True)),
@@ -385,7 +395,7 @@ def _square_probe(fn):
     return None
 
 
-@checker("Exercise 3.4", "softmax backward")
+@checker("Exercise 3.4", "softmax backward", library=["kernels.softmax_backward"])
 def check_softmax_backward(fn):
     rng = np.random.default_rng(33)
     with stage("shapes"):
@@ -440,9 +450,8 @@ def _global_sum(dy, y):
     return y * (dy - np.sum(dy * y))
 
 
-_WEIGHTED_SUM_HINT = ("the sum is weighted by y (here A): sum_j dA_tj A_tj, i.e. "
-                      "np.sum(dA * A, axis=-1, keepdims=True), not np.sum(dA, ...); "
-                      "dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))")
+_WEIGHTED_SUM_HINT = tiered("the sum is weighted by y (here A): sum_j dA_tj A_tj, not np.sum(dA, ...)",
+                            "dS = A * (dA - np.sum(dA * A, axis=-1, keepdims=True))")
 _GLOBAL_SUM_HINT = ("(dA · A) is one number per ROW (per query), not one for the whole array: "
                     "np.sum(dA * A, axis=-1, keepdims=True) sums each row separately")
 
@@ -456,6 +465,10 @@ def _transposed_da_hint(Tq, Tk):
                     f"dA = dout @ V.T (dA_ts = do_t · v_s, one row per query)")
         return None
     return hint
+
+
+_DIAG_ONLY = tiered("dS uses only the diagonal of the softmax Jacobian; use the full one (your "
+                    "softmax backward of Exercise 3.4)", "dS = A * (dA - sum(dA * A, axis=-1))")
 
 
 def _dq_mistakes(dout, Q, K, V, A):
@@ -473,12 +486,12 @@ def _dq_mistakes(dout, Q, K, V, A):
          _WEIGHTED_SUM_HINT),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_global_sum)[0],
          _GLOBAL_SUM_HINT),
-        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[0],
-         "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[0], _DIAG_ONLY),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: d * y)[0],
          "dS = A * dA misses the -A * sum(dA * A, axis=-1, keepdims=True) term of the softmax backward"),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: d)[0],
-         "the gradient must go through the softmax: dS = A * (dA - sum(dA * A, axis=-1, keepdims=True))"),
+         tiered("the gradient must go through the softmax (your softmax backward of Exercise 3.4)",
+                "dS = A * (dA - sum(dA * A, axis=-1, keepdims=True))")),
         (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=lambda d, y: _softmax_backward(d.T, y.T).T)[0],
          "dA = dout @ V.T (shape (T_q, T_k)); the softmax backward works on the rows of A"),
     ]
@@ -492,8 +505,7 @@ def _dk_mistakes(dout, Q, K, V, A):
         (lambda: dS.T @ Q / D, "divide by sqrt(D), not by D: dK = dS.T @ Q / np.sqrt(D)"),
         (lambda: dS.T @ Q * np.sqrt(D), "divide by sqrt(D), do not multiply: dK = dS.T @ Q / np.sqrt(D)"),
         (lambda: dS @ Q / np.sqrt(D), "key s collects from every query t: dK = dS.T @ Q / sqrt(D) (transpose dS)"),
-        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[1],
-         "dS uses only the diagonal of the softmax Jacobian; use the full one: dS = A * (dA - sum(dA * A, axis=-1))"),
+        (lambda: _attention_backward(dout, Q, K, V, A, softmax_backward=_diag_only)[1], _DIAG_ONLY),
         (lambda: dS.T @ K / np.sqrt(D), "dK = dS.T @ Q / sqrt(D): the partner of K in the scores is Q"),
     ]
 
@@ -505,6 +517,16 @@ def _dv_mistakes(dout, A, V):
         (lambda: A.T @ dout @ V.T @ V, "dV = A.T @ dout, nothing more"),
     ]
 
+
+_DV_HINT = tiered("out = A V: value s collects the gradient of every query t, weighted by A[t, s] "
+                  "(compare with your derivation of Exercise 3.5)", "dV = A.T @ dout")
+_DQ_HINT = tiered("go back through the head one step at a time, as in Exercise 3.5: out = A V "
+                  "gives dA, the softmax backward of Exercise 3.4 gives dS, and the scaled "
+                  "scores S = Q K^T / sqrt(D) give dQ",
+                  "dA = dout @ V.T; dS = A * (dA - sum(dA * A, axis=-1, keepdims=True)); "
+                  "dQ = dS @ K / sqrt(D)")
+_DK_HINT = tiered("key s meets every query in S = Q K^T / sqrt(D): its gradient collects column s "
+                  "of dS", "dK = dS.T @ Q / sqrt(D)")
 
 def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     A = _attention(Q, K, V)[1]
@@ -520,23 +542,24 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     A64 = A.astype(np.float64)
     dout, Q, K, V = (np.asarray(a, dtype=np.float64) for a in (dout, Q, K, V))
     want_dQ, want_dK, want_dV = _attention_backward(dout, Q, K, V, A64)
-    diagnose(dV, want_dV, _dv_mistakes(dout, A64, V), "dV = A.T @ dout", what="dV", rtol=rtol, atol=atol)
-    diagnose(dQ, want_dQ, _dq_mistakes(dout, Q, K, V, A64),
-              "dA = dout @ V.T; dS = A * (dA - sum(dA * A, axis=-1, keepdims=True)); dQ = dS @ K / sqrt(D)",
-              what="dQ", rtol=rtol, atol=atol)
-    diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), "dK = dS.T @ Q / sqrt(D)",
-              what="dK", rtol=rtol, atol=atol)
+    diagnose(dV, want_dV, _dv_mistakes(dout, A64, V), _DV_HINT, what="dV", rtol=rtol, atol=atol)
+    diagnose(dQ, want_dQ, _dq_mistakes(dout, Q, K, V, A64), _DQ_HINT, what="dQ", rtol=rtol, atol=atol)
+    diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), _DK_HINT, what="dK", rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.6", "single-head attention backward")
+
+@checker("Exercise 3.6", "single-head attention backward",
+         library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_single_head_attention_backward(fn):
     rng = np.random.default_rng(34)
     with stage("returns (dQ, dK, dV) with the shapes of Q, K, V"):
         # T_q = 3, T_k = 5, D = 4, D_v = 2: different sizes make transposes visible
         Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
         A = _attention(Q, K, V)[1]
-        hint = ("here dout is (3, 2), Q (3, 4), K (5, 4), V (5, 2), A (3, 5): dV = A.T @ dout is (5, 2), "
-                "dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
+        hint = tiered("here dout is (3, 2), Q (3, 4), K (5, 4), V (5, 2), A (3, 5): each gradient has "
+                      "the shape of its array (dA that of A); write each product with its shapes",
+                      "dV = A.T @ dout is (5, 2), dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) "
+                      "is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
         dQ, dK, dV = expect_arrays(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint,
                                 broadcast_hint=_transposed_da_hint(3, 5)),
                            ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")

@@ -12,7 +12,13 @@ NotImplementedError gets "not done yet", any other exception a short report.
             expect_shape(y, (2, 3))
         with stage("hand-checkable case"):
             expect_close(y, want, hint="is the maximum subtracted before exp?")
+
+A hint that would hand out the answer comes in two tiers, tiered(idea, formula): the idea
+at the first failure, the formula from the next failure with the same idea in this
+process. A checker's `library` lists course_lib's own versions of its exercise: a
+learner's function that calls one fails, and the report names it (see library.py).
 """
+import collections
 import contextlib
 import functools
 import inspect
@@ -22,6 +28,8 @@ import traceback
 import warnings
 
 import numpy as np
+
+from .library import HandedToLibrary, watched
 
 
 class NotDone(Exception):
@@ -34,18 +42,52 @@ class CheckFailed(Exception):
         self.message, self.hint = message, hint
 
 
-class Result:
-    """What a checker found: passed, the stage it stopped at, message and hint."""
+class Tiered(str):
+    """A hint in two tiers: as a string it is the idea; .formula is the rest of the answer."""
 
-    def __init__(self, exercise, passed, done=True, stage=None, message="", hint=None, n_stages=0):
+    def __new__(cls, idea, formula):
+        hint = super().__new__(cls, idea)
+        hint.formula = formula
+        return hint
+
+
+def tiered(idea, formula):
+    """A hint that shows `idea` at the first failure and adds `formula` from the next failure
+    of the same exercise with the same idea (in this process: a kernel, a test run)."""
+    return Tiered(idea, formula)
+
+
+FORMULA_FROM = 2                        # the failure from which a tiered hint shows its formula
+_failures = collections.Counter()       # (exercise, idea) -> failures with that hint so far
+
+
+def _shown(exercise, hint):
+    """The text of `hint` at this failure: a tiered hint's idea, or idea and formula, labelled."""
+    if not isinstance(hint, Tiered):
+        return hint
+    _failures[exercise, str(hint)] += 1
+    if _failures[exercise, str(hint)] < FORMULA_FROM:
+        return f"{hint} (hint 1 of 2: if this check fails here again, hint 2 gives the formula)"
+    return f"{hint}. {hint.formula} (hint 2 of 2)"
+
+
+class Result:
+    """What a checker found: passed, the stage it stopped at, message and hint; library: the
+    course_lib function the learner's function handed the exercise to, or None."""
+
+    def __init__(self, exercise, passed, done=True, stage=None, message="", hint=None, n_stages=0,
+                 library=None):
         self.exercise, self.passed, self.done = exercise, passed, done
         self.stage, self.message, self.hint, self.n_stages = stage, message, hint, n_stages
+        self.library = library
 
     def __bool__(self):
         return self.passed
 
     def __repr__(self):
         state = "passed" if self.passed else ("not done" if not self.done else f"failed at {self.stage!r}")
+        if self.library:
+            state = f"calls {self.library}"
         return f"<{self.exercise}: {state}>"
 
     def _ipython_display_(self):
@@ -64,6 +106,7 @@ def stage(name):
 
 
 RESULTS_ENV = "COURSE_LIB_RESULTS"
+LIBRARY_CALL = "library call"   # the status of a function that calls what it should compute
 
 
 def _record(result, title):
@@ -76,8 +119,10 @@ def _record(result, title):
     if not path:
         return
     status = "passed" if result.passed else ("not done" if not result.done else "failed")
+    if result.library:
+        status = LIBRARY_CALL
     line = {"exercise": result.exercise, "title": title, "status": status, "stage": result.stage,
-            "message": result.message, "hint": result.hint}
+            "message": result.message, "hint": result.hint, "library": result.library}
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -89,25 +134,31 @@ def run_stages(fn, stages):
             test(fn)
 
 
-def checker(exercise, title):
-    """Turn a function of the learner's function into a checker that prints a report and returns a Result."""
+def checker(exercise, title, library=()):
+    """Turn a function of the learner's function into a checker that prints a report and returns a Result.
+
+    library: course_lib's own versions of the exercise (paths below course_lib such as
+    "kernels.layernorm_backward", or library.Solution): the learner's functions may not call them.
+    """
     def wrap(body):
         @functools.wraps(body)
         def run(fn, *args, **kwargs):
-            result = _run(body, exercise, title, fn, args, kwargs)
+            result = _run(body, exercise, title, fn, args, kwargs, library)
             _record(result, title)
             return result
         return run
     return wrap
 
 
-def _run(body, exercise, title, fn, args, kwargs):
+def _run(body, exercise, title, fn, args, kwargs, library=()):
     label = f"{exercise} ({title})"
     _current["stage"], _current["count"], _current["narrowed"] = None, 0, None
     if not callable(fn):
         print(f"✗ {label}: pass your function itself, e.g. {body.__name__}(my_function), "
               f"not {type(fn).__name__}")
         return Result(exercise, False, stage="call", message="not callable")
+    if library:     # every function the learner passed in (some checkers take two)
+        fn, args = watched(fn, library), [watched(a, library) if callable(a) else a for a in args]
     try:
         body(fn, *args, **kwargs)
     except NotDone:
@@ -116,10 +167,16 @@ def _run(body, exercise, title, fn, args, kwargs):
         return Result(exercise, False, done=False, message="not done yet")
     except CheckFailed as e:
         where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
+        hint = _shown(exercise, e.hint)
         print(f"✗ {label}{where}: {e.message}")
-        if e.hint:
-            print(f"  Hint: {e.hint}")
-        return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint)
+        if hint:
+            print(f"  Hint: {hint}")
+        return Result(exercise, False, stage=_current["stage"], message=e.message, hint=hint)
+    except HandedToLibrary as e:
+        where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
+        print(f"✗ {label}{where}: {e.message}\n  Hint: {e.hint}")
+        return Result(exercise, False, stage=_current["stage"], message=e.message, hint=e.hint,
+                      library=e.name)
     narrowed = _narrowing_failure()
     if narrowed:
         where, message, hint = narrowed

@@ -49,7 +49,7 @@ def _lookup_mistakes(tokens, E):
     ]
 
 
-@checker("Exercise 2.1", "embedding lookup")
+@checker("Exercise 2.1", "embedding lookup", library=["kernels.embedding_forward"])
 def check_embed(fn):
     rng = np.random.default_rng(21)
     with stage("shapes"):
@@ -117,7 +117,7 @@ def _check_backward_case(fn, tokens, dX, V):
     return _compare(out, _scatter_add(tokens, dX, V), _backward_mistakes(tokens, dX, V), _SCATTER_HINT)
 
 
-@checker("Exercise 2.3", "embedding backward")
+@checker("Exercise 2.3", "embedding backward", library=["kernels.embedding_backward"])
 def check_embed_backward(fn):
     rng = np.random.default_rng(22)
     with stage("shapes"):
@@ -195,7 +195,7 @@ def _sin_mistakes(T, C):
     ]
 
 
-@checker("Exercise 2.4", "sinusoidal table")
+@checker("Exercise 2.4", "sinusoidal table", library=["kernels.sinusoidal_table"])
 def check_sinusoidal(fn):
     with stage("shapes"):
         out = call(fn, 8, 16)

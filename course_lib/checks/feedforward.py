@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
-                   expect_shape, stage)
+                   expect_shape, stage, tiered)
 
 __all__ = ["check_linear_backward", "check_relu_backward", "check_gelu", "check_block_forward"]
 
@@ -47,9 +47,14 @@ def _run(fn, *args, hint=None):
 # Exercise 6.2: linear backward (Exercise 6.1 derives it on paper)
 # ----------------------------------------------------------------------------------------
 
-_DX_HINT = "dx = dy @ W.T: (N, O)(O, I) -> (N, I), the shape of x"
-_DW_HINT = "dW = x.T @ dy: (I, N)(N, O) -> (I, O), the shape of W; the sum over n runs over the rows"
-_DB_HINT = "db = dy.sum(axis=0): every row n adds its dy[n] to b's gradient, (O,) like b"
+_DX_HINT = tiered("dx has the shape of x, (N, I): which product of dy (N, O) and W (I, O) gives "
+                  "it? Compare with your derivation of Exercise 6.1",
+                  "dx = dy @ W.T: (N, O)(O, I) -> (N, I)")
+_DW_HINT = tiered("dW has the shape of W, (I, O), and sums the contributions of all N rows: which "
+                  "product of x (N, I) and dy (N, O) gives it?",
+                  "dW = x.T @ dy: (I, N)(N, O) -> (I, O), the sum over n inside the product")
+_DB_HINT = tiered("b is added to every row, so every row n adds its dy[n] to b's gradient, (O,) "
+                  "like b", "db = dy.sum(axis=0)")
 _SUM_NOT_MEAN = ("sum over the rows, do not average: b (and W) is used by every row, and the loss adds "
                  "the contributions of all rows; a mean is only right if the loss itself divided by N")
 
@@ -142,7 +147,7 @@ def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
         diagnose(got, w, [(m, h) for m, h in mistakes(dy, x, W)], hint, what=name, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.2", "linear backward")
+@checker("Exercise 6.2", "linear backward", library=["kernels.linear_backward"])
 def check_linear_backward(fn):
     rng = np.random.default_rng(62)
     with stage("returns (dx, dW, db) with the shapes of x, W, b"):
@@ -178,7 +183,9 @@ def check_linear_backward(fn):
 # Exercise 6.3: ReLU backward
 # ----------------------------------------------------------------------------------------
 
-_RELU_HINT = "dh = dy where h > 0, and 0 where h <= 0: np.where(h > 0, dy, 0.0) or dy * (h > 0)"
+_RELU_HINT = tiered("ReLU's slope is 1 where its input h is positive and 0 where it is negative: "
+                    "the gradient dy passes where h > 0 and is blocked elsewhere",
+                    "In code: np.where(h > 0, dy, 0.0), or dy * (h > 0)")
 
 
 def _relu_mistakes(dy, h):
@@ -187,14 +194,15 @@ def _relu_mistakes(dy, h):
          "at h = 0 exactly the gradient is 0 in this course (and in PyTorch): mask with h > 0, not h >= 0"),
         (lambda: (h > 0).astype(float), "multiply the mask by dy: dh = dy * (h > 0); the mask alone is dy/dh's "
                                         "local factor, not the gradient"),
-        (lambda: np.where(dy > 0, dy, 0.0), "the mask comes from the forward input h, not from dy: "
-                                            "dh = np.where(h > 0, dy, 0.0)"),
+        (lambda: np.where(dy > 0, dy, 0.0), tiered("the mask comes from the forward input h, not "
+                                                   "from dy", "dh = np.where(h > 0, dy, 0.0)")),
         (lambda: np.maximum(h, 0.0), "that is the forward, ReLU(h); the backward multiplies dy by the slope "
                                      "(1 where h > 0, else 0)"),
-        (lambda: dy * np.maximum(h, 0.0), "the slope of ReLU is 1 where h > 0, not h itself: "
-                                          "dh = dy * (h > 0)"),
+        (lambda: dy * np.maximum(h, 0.0), tiered("the slope of ReLU is 1 where h > 0, not h itself",
+                                                 "dh = dy * (h > 0)")),
         (lambda: np.where(h < 0, dy, 0.0), "the mask is reversed: the gradient passes where h > 0"),
-        (lambda: dy, "ReLU blocks the gradient where h <= 0: dh = np.where(h > 0, dy, 0.0)"),
+        (lambda: dy, tiered("ReLU blocks the gradient where its input h is not positive",
+                            "dh = np.where(h > 0, dy, 0.0)")),
     ]
 
 
@@ -208,7 +216,7 @@ def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
     diagnose(raw, want, _relu_mistakes(d64, h64), _RELU_HINT, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.3", "ReLU backward")
+@checker("Exercise 6.3", "ReLU backward", library=["kernels.relu_backward"])
 def check_relu_backward(fn):
     rng = np.random.default_rng(63)
     with stage("shapes"):
@@ -234,7 +242,10 @@ def check_relu_backward(fn):
 # Exercise 6.5: GELU forward (tanh approximation) and backward, one checker
 # ----------------------------------------------------------------------------------------
 
-_GELU_HINT = "y = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))"
+_GELU_HINT = tiered("compare your code with the tanh approximation of notebook 06, factor by "
+                    "factor: the 0.5, the factor h, 1 + tanh(u), and inside u the constant "
+                    "sqrt(2/pi) and the cubic term",
+                    "y = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))")
 _CONST_B_HINT = ("the constant is 0.044715 (six decimals), not 0.0447: the difference is small but it shows "
                  "at |h| of 1 to 3, and the model was trained with 0.044715")
 _CONST_A_HINT = "the factor in front is sqrt(2/pi) = 0.7979, not sqrt(pi/2) = 1.2533: np.sqrt(2 / np.pi)"
@@ -267,8 +278,8 @@ def _gelu_mistakes(h):
          "the cubic term is 0.044715 * h**3, not h**2"),
         (lambda: 0.5 * h * (1.0 + np.tanh(GELU_A * h + GELU_B * h ** 3)),
          "sqrt(2/pi) multiplies the whole bracket (h + 0.044715 h^3), not h alone"),
-        (lambda: _gelu_exact(h), "that is the exact GELU, h * Phi(h) with erf; the course uses the tanh "
-                                 "approximation: " + _GELU_HINT),
+        (lambda: _gelu_exact(h), tiered("that is the exact GELU, h * Phi(h) with erf; the course uses "
+                                        "the tanh approximation of notebook 06", _GELU_HINT.formula)),
     ]
 
 
@@ -301,8 +312,11 @@ def _gelu_forward_stages(fn):
 # Exercise 6.5, second part: GELU backward (Exercise 6.4 derives the derivative on paper)
 # ----------------------------------------------------------------------------------------
 
-_GELU_BACK_HINT = ("with u = sqrt(2/pi) (h + 0.044715 h^3) and t = tanh(u): "
-                   "dh = dy * (0.5 (1 + t) + 0.5 h (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2))")
+_GELU_BACK_HINT = tiered("differentiate y = 0.5 h (1 + t), t = tanh(u), as in Exercise 6.4: the "
+                         "product rule gives two terms, and the one through t takes the chain rule "
+                         "through tanh and through u(h); then multiply by dy",
+                         "With u = sqrt(2/pi) (h + 0.044715 h^3) and t = tanh(u): dh = dy * (0.5 (1 "
+                         "+ t) + 0.5 h (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 h^2))")
 
 
 def _gelu_grad(h, a=GELU_A, b=GELU_B, first=True, second=True, du_cubic=3.0, sech2=None, half2=0.5,
@@ -327,14 +341,17 @@ def _gelu_exact_grad(h):
 def _gelu_back_mistakes(dy, h):
     return [
         (lambda: dy * _gelu_grad(h, second=False),
-         "the product rule has two terms: y = 0.5 h (1 + t) depends on h through the factor h AND through "
-         "t = tanh(u); add 0.5 h (1 - t^2) u'(h)"),
+         tiered("the product rule has two terms: y = 0.5 h (1 + t) depends on h through the factor h "
+                "AND through t = tanh(u); the term through t is missing",
+                "Add 0.5 h (1 - t^2) u'(h)")),
         (lambda: dy * _gelu_grad(h, first=False),
-         "the product rule has two terms: you kept only the one through tanh; add 0.5 (1 + t)"),
+         tiered("the product rule has two terms: you kept only the one through tanh; the term "
+                "through the factor h is missing", "Add 0.5 (1 + t)")),
         (lambda: dy * _gelu_grad(h, du_cubic=1.0),
-         "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2): the derivative of h^3 is 3 h^2"),
+         tiered("the derivative of h^3 is 3 h^2", "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2)")),
         (lambda: dy * _gelu_grad(h, du_cubic=0.0),
-         "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2), not sqrt(2/pi) alone: differentiate the cubic term too"),
+         tiered("u'(h) is not sqrt(2/pi) alone: differentiate the cubic term too",
+                "u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2)")),
         (lambda: dy * _gelu_grad(h, sech2=lambda t: 1.0 - t),
          "the derivative of tanh(u) is 1 - tanh(u)^2, not 1 - tanh(u)"),
         (lambda: dy * _gelu_grad(h, half2=1.0),
@@ -346,8 +363,9 @@ def _gelu_back_mistakes(dy, h):
         (lambda: dy * _gelu_grad(h, a_du=1.0),
          "u'(h) keeps the factor sqrt(2/pi): u'(h) = sqrt(2/pi) (1 + 3 * 0.044715 h^2)"),
         (lambda: dy * _gelu_exact_grad(h),
-         "that is the derivative of the exact GELU, Phi(h) + h phi(h); the forward is the tanh "
-         "approximation, so the backward must differentiate it: 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h)"),
+         tiered("that is the derivative of the exact GELU, Phi(h) + h phi(h); the forward is the "
+                "tanh approximation, so the backward must differentiate it",
+                "GELU'(h) = 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h)")),
         (lambda: _gelu_grad(h), "multiply the local derivative by the upstream gradient dy"),
         (lambda: dy * _gelu(h), "that is dy times the forward GELU(h); the backward needs its derivative"),
     ]
@@ -383,7 +401,8 @@ def _gelu_backward_stages(fn):
         _check_gelu_back_case(fn, dy, 2 * h, rtol=1e-5, atol=1e-6)
 
 
-@checker("Exercise 6.5", "GELU forward and backward")
+@checker("Exercise 6.5", "GELU forward and backward",
+         library=["kernels.gelu_forward", "kernels.gelu_backward"])
 def check_gelu(forward, backward):
     """gelu_forward(h) -> y first, then gelu_backward(dy, h) -> dh; each stage is named by its function."""
     if not callable(backward):
@@ -450,8 +469,10 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
     right = _post if norm == "post" else _pre
     m = [
         (lambda: other(x, attn, ffn, ln1, ln2),
-         f"you computed the {other_name}-LN block for norm={norm!r}: post-LN is x = LN1(x + Attn(x)); "
-         f"x = LN2(x + FFN(x)), pre-LN is x = x + Attn(LN1(x)); x = x + FFN(LN2(x))"),
+         tiered(f"you computed the {other_name}-LN block for norm={norm!r}: post-LN normalises "
+                f"the sum of a sublayer's input and output, pre-LN the sublayer's input",
+                "Post-LN is x = LN1(x + Attn(x)); x = LN2(x + FFN(x)), pre-LN is "
+                "x = x + Attn(LN1(x)); x = x + FFN(LN2(x))")),
         (lambda: right(x, attn, ffn, ln2, ln1), "LN1 belongs to the attention sublayer and LN2 to the FFN: "
                                                "they have different gamma and beta"),
         (lambda: right(x, ffn, attn, ln1, ln2), _ORDER_HINT),
@@ -467,7 +488,9 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
              "the FFN's residual is missing: x = LN2(x + FFN(x)), the input of the FFN added back"),
             (lambda: ln2(ln1(attn(x)) + ffn(ln1(attn(x)))),
              "the attention's residual is missing: x = LN1(x + Attn(x)), the block's input added back"),
-            (lambda: ln2(ffn(ln1(attn(x)))), "both residuals are missing: x = LN1(x + Attn(x)); x = LN2(x + FFN(x))"),
+            (lambda: ln2(ffn(ln1(attn(x)))), tiered("both residuals are missing: each sublayer's "
+                                                    "input is added back to its output",
+                                                    "x = LN1(x + Attn(x)); x = LN2(x + FFN(x))")),
             (lambda: (lambda z: z + ln2(ffn(z)))(x + ln1(attn(x))),
              "post-LN normalises the SUM: LN1(x + Attn(x)), not x + LN1(Attn(x))"),
             (lambda: (lambda z: ln2(z + ffn(z)))(x + ln1(attn(x))),
@@ -483,7 +506,9 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
              "the FFN's residual is missing: x = x + FFN(LN2(x))"),
             (lambda: (lambda z: z + ffn(ln2(z)))(attn(ln1(x))),
              "the attention's residual is missing: x = x + Attn(LN1(x)), the block's input added back"),
-            (lambda: ffn(ln2(attn(ln1(x)))), "both residuals are missing: x = x + Attn(LN1(x)); x = x + FFN(LN2(x))"),
+            (lambda: ffn(ln2(attn(ln1(x)))), tiered("both residuals are missing: each sublayer's "
+                                                    "output is added to the stream x",
+                                                    "x = x + Attn(LN1(x)); x = x + FFN(LN2(x))")),
             (lambda: (lambda z: ln2(z) + ffn(ln2(z)))(ln1(x) + attn(ln1(x))),
              "the skip path carries x itself, not LN(x): x = x + Attn(LN1(x)), so the residual stream is "
              "never normalised inside the block"),
@@ -498,8 +523,13 @@ def _block_mistakes(x, norm, attn, ffn, ln1, ln2):
     return m
 
 
-_BLOCK_HINTS = {"post": "post-LN: x = ln1(x + attn(x)); then x = ln2(x + ffn(x))",
-                "pre": "pre-LN: x = x + attn(ln1(x)); then x = x + ffn(ln2(x))"}
+_BLOCK_HINTS = {
+    "post": tiered("post-LN: each sublayer's output is added to its input, and the SUM is "
+                   "normalised; attention (with ln1) first, then the FFN (with ln2) on its result",
+                   "x = ln1(x + attn(x)); then x = ln2(x + ffn(x))"),
+    "pre": tiered("pre-LN: each sublayer reads a normalised copy of x, and its output is added "
+                  "to x itself; attention (with ln1) first, then the FFN (with ln2) on its result",
+                  "x = x + attn(ln1(x)); then x = x + ffn(ln2(x))")}
 
 
 def _check_block_case(fn, x, norm, seed):

@@ -24,7 +24,8 @@ structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
+                   stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
 
@@ -206,7 +207,7 @@ def _expect_forward_shapes(y, xhat, rstd, N, C):
     expect_shape(y, (N, C), what="y", hint="y has the shape of x: (N, C)")
 
 
-@checker("Exercise 5.1", "LayerNorm forward")
+@checker("Exercise 5.1", "LayerNorm forward", library=["kernels.layernorm_forward"])
 def check_layernorm_forward(fn):
     rng = np.random.default_rng(51)
     with stage("returns (y, xhat, rstd) with shapes (N, C), (N, C), (N,)"):
@@ -338,7 +339,8 @@ def _check_backward_case(fn, dy, xhat, rstd, gamma, values=True):
         (lambda: dy.mean(0), "dbeta is the SUM over rows of dy, not the mean"),
         (lambda: (dy * gamma).sum(0), "y = gamma * xhat + beta: dy/dbeta = 1, so dbeta = sum of dy, "
                                       "without gamma")],
-        "dbeta = dy.sum(axis=0): beta is added to every row", what="dbeta")
+        tiered("beta is added to every row, so every row adds its dy to beta's gradient",
+               "dbeta = dy.sum(axis=0)"), what="dbeta")
     diagnose(dgamma, want_dgamma, [
         (lambda: dy.sum(0), "dgamma and dbeta are swapped: dgamma = sum over rows of dy * xhat"),
         (lambda: (dy * xhat).mean(0), "dgamma is the SUM over rows of dy * xhat, not the mean"),
@@ -348,7 +350,8 @@ def _check_backward_case(fn, dy, xhat, rstd, gamma, values=True):
          "dy/dgamma = xhat, not y: dgamma = sum over rows of dy * xhat"),
         (lambda: (dy * xhat / rstd[:, None]).sum(0),
          "dy/dgamma = xhat = (x - mean) * rstd, not x - mean: dgamma = sum over rows of dy * xhat")],
-        "dgamma = (dy * xhat).sum(axis=0): gamma multiplies xhat in every row", what="dgamma")
+        tiered("gamma multiplies xhat in every row, so every row adds its share to gamma's "
+               "gradient", "dgamma = (dy * xhat).sum(axis=0)"), what="dgamma")
     expect_finite(dx, what="dx", hint=_BACKWARD_HINT)
     diagnose(dx, want_dx, _dx_mistakes(dy, xhat, rstd, gamma), _BACKWARD_HINT, what="dx")
 
@@ -361,7 +364,7 @@ def _inputs(rng, N, C, gamma=None, scale=2.0, offset=0.0):
     return rng.standard_normal((N, C)), xhat, rstd, g
 
 
-@checker("Exercise 5.3", "LayerNorm backward")
+@checker("Exercise 5.3", "LayerNorm backward", library=["kernels.layernorm_backward"])
 def check_layernorm_backward(fn):
     rng = np.random.default_rng(53)
     with stage("returns (dx, dgamma, dbeta) with shapes (N, C), (C,), (C,)"):

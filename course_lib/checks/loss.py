@@ -20,7 +20,8 @@ and names the one the result matches.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage, tiered
+from .library import Solution
 
 __all__ = ["check_cross_entropy_forward", "check_cross_entropy_backward"]
 
@@ -133,11 +134,15 @@ def _batch_stages(rng):
 # Exercise 8.1: cross-entropy forward
 # ----------------------------------------------------------------------------------------
 
-_FORWARD_HINT = ("per scored row the loss is logsumexp(z_n) - z_n[y_n], with logsumexp(z) = m + "
-                 "log(sum(exp(z - m))) and m the row maximum; the result is the mean over the scored rows")
-_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): take each row's "
-                  "maximum m out first, logsumexp(z) = m + log(sum(exp(z - m))), so that the largest "
-                  "term is exp(0) = 1")
+_FORWARD_HINT = tiered("per scored row the loss is -log p_y, computed from the logits through the "
+                       "log-sum-exp with the row's maximum taken out (no softmax, no log of a "
+                       "probability); the result is the mean over the scored rows",
+                       "loss_n = logsumexp(z_n) - z_n[y_n], with logsumexp(z) = m + "
+                       "log(sum(exp(z - m))) and m the row maximum")
+_OVERFLOW_HINT = tiered("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): take "
+                        "each row's maximum m out of the exponentials first, and add it back "
+                        "outside the log, so that the largest term is exp(0) = 1",
+                        "logsumexp(z) = m + log(sum(exp(z - m)))")
 _DROPPED_M_HINT = ("you took m out but did not add it back: lse = m + log(sum(exp(z - m))), so the "
                    "row's loss is m + log(sum(exp(z - m))) - z_y")
 _GLOBAL_MAX_HINT = ("one maximum for the whole array: use each row's maximum, z.max(axis=1, "
@@ -211,7 +216,12 @@ def _check_forward_case(fn, z, y, finite_hint=_FORWARD_HINT):
              rtol=1e-9, atol=1e-12)
 
 
-@checker("Exercise 8.1", "cross-entropy forward")
+_LOGSUMEXP = Solution("kernels.numpy_ref.logsumexp",
+                      what="the stable log-sum-exp this exercise asks you to write")
+
+
+@checker("Exercise 8.1", "cross-entropy forward",
+         library=["kernels.cross_entropy_forward", _LOGSUMEXP])
 def check_cross_entropy_forward(cross_entropy):
     rng = np.random.default_rng(81)
     with stage("returns one number"):
@@ -243,8 +253,11 @@ def check_cross_entropy_forward(cross_entropy):
 # Exercise 8.3: cross-entropy backward
 # ----------------------------------------------------------------------------------------
 
-_BACKWARD_HINT = ("dlogits = (p - onehot(y)) / M on each scored row (p = softmax of that row, M the "
-                  "number of scored rows) and 0 on the rows with target -100")
+_BACKWARD_HINT = tiered("use your result of Exercise 8.2 on each scored row, divided as the mean "
+                        "over the M scored rows divides the loss; the rows with target -100 add "
+                        "nothing to the loss",
+                        "dlogits = (p - onehot(y)) / M on each scored row (p = softmax of that "
+                        "row) and 0 on the rows with target -100")
 
 
 _P_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): compute p "
@@ -298,7 +311,7 @@ def _check_backward_case(fn, z, y, finite_hint=None):
              rtol=1e-9, atol=1e-12)
 
 
-@checker("Exercise 8.3", "cross-entropy backward")
+@checker("Exercise 8.3", "cross-entropy backward", library=["kernels.cross_entropy_backward"])
 def check_cross_entropy_backward(cross_entropy_backward):
     rng = np.random.default_rng(83)
     with stage("shapes"):

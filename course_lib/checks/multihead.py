@@ -15,7 +15,7 @@ result reproduces.
 import numpy as np
 
 from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
-                   expect_shape, stage)
+                   expect_shape, stage, tiered)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
            "check_multihead_attention_backward"]
@@ -125,19 +125,21 @@ def _run(fn, *args, **kwargs):
 # Exercise 4.1: split_heads and merge_heads
 # ----------------------------------------------------------------------------------------
 
-_SPLIT_HINT = ("X.reshape(B, T, H, D) cuts each row of C into H blocks of D (head h = columns "
-               "h*D:(h+1)*D); then .transpose(0, 2, 1, 3) moves the head axis before the positions")
-_MERGE_HINT = ("merge undoes split: Y.transpose(0, 2, 1, 3) brings the positions back before the "
-               "heads, then .reshape(B, T, H * D) lays the heads side by side")
+_SPLIT_HINT = tiered("head h is the column block h*D:(h+1)*D of each row: cut the last axis into "
+                     "H blocks of D, then move the head axis before the positions",
+                     "In code: X.reshape(B, T, H, D).transpose(0, 2, 1, 3)")
+_MERGE_HINT = tiered("merge undoes split: bring the positions back before the heads, then lay "
+                     "the heads side by side",
+                     "In code: Y.transpose(0, 2, 1, 3).reshape(B, T, H * D)")
 
 
 def _split_mistakes(X, H):
     B, T, C = X.shape
     return [
         (lambda: _reshape_split(X, H),
-         "a reshape to (B, H, T, D) alone does not move the data: it cuts the flat row-major array "
-         "in the wrong places and mixes positions with heads. Reshape to (B, T, H, D), then "
-         "transpose(0, 2, 1, 3)"),
+         tiered("a reshape to (B, H, T, D) alone does not move the data: it cuts the flat "
+                "row-major array in the wrong places and mixes positions with heads",
+                "Reshape to (B, T, H, D), then transpose(0, 2, 1, 3)")),
         (lambda: _interleaved_split(X, H),
          "head h is the column BLOCK h*D:(h+1)*D, not every H-th column: reshape to (B, T, H, D) "
          "(heads before D), not (B, T, D, H)"),
@@ -149,8 +151,9 @@ def _split_mistakes(X, H):
 def _merge_mistakes(Y):
     return [
         (lambda: _reshape_merge(Y),
-         "a reshape from (B, H, T, D) to (B, T, C) alone mixes positions and heads: transpose(0, 2, 1, 3) "
-         "first, so that the array is (B, T, H, D), then reshape"),
+         tiered("a reshape from (B, H, T, D) to (B, T, C) alone mixes positions and heads: move "
+                "the heads back behind the positions first",
+                "transpose(0, 2, 1, 3) first, so that the array is (B, T, H, D), then reshape")),
         (lambda: _interleaved_merge(Y),
          "head h goes back to the column block h*D:(h+1)*D, not to every H-th column: transpose to "
          "(B, T, H, D), not (B, T, D, H), before the reshape"),
@@ -372,7 +375,8 @@ def _weights(rng, C, scale=1.0):
     return [scale * rng.standard_normal((C, C)) / np.sqrt(C) for _ in range(4)]
 
 
-@checker("Exercise 4.4", "multi-head attention")
+@checker("Exercise 4.4", "multi-head attention",
+         library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_multihead_attention(multihead_attention):
     rng = np.random.default_rng(44)
     with stage("returns (y, A) with shapes (B, T, C) and (B, H, T, T)"):
@@ -513,7 +517,8 @@ def _bwd_case(rng, B, T, C, H, causal, scale=1.5, dtype=np.float64):
     return [a.astype(dtype) for a in [dy, x] + W + [A]] + [H]
 
 
-@checker("Exercise 4.6", "multi-head attention backward")
+@checker("Exercise 4.6", "multi-head attention backward",
+         library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_multihead_attention_backward(multihead_attention_backward):
     rng = np.random.default_rng(46)
     fn = multihead_attention_backward

@@ -10,8 +10,9 @@ result is wrong, the checker computes the usual mistakes and names the one that 
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
 from ..config import ModelConfig
+from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
+from .library import Solution
 
 __all__ = ["check_param_count", "check_tied_embedding_grad"]
 
@@ -138,7 +139,13 @@ def _check_count(param_count, cfg):
 _BASE = ModelConfig()     # the course model (deep_dive)
 
 
-@checker("Exercise 7.3", "parameter count")
+_BUILT = Solution("model.init_params", message="your function builds course_lib's parameters "
+                  "(course_lib.init_params, which cl.Transformer calls too) to count them",
+                  hint="count them from the configuration: the exercise is to know which "
+                       "parameters a configuration makes, and their shapes")
+
+
+@checker("Exercise 7.3", "parameter count", library=["model.Transformer.n_params", _BUILT])
 def check_param_count(param_count):
     with stage("the course model"):
         _check_count(param_count, _BASE)

@@ -9,7 +9,6 @@
 Expected values come from course_lib.task (encode, answer) or from exact derivatives
 written here, never from the learner's function.
 """
-import contextlib
 import inspect
 import math
 import numbers
@@ -19,6 +18,7 @@ import numpy as np
 from .. import task
 from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_close,
                    expect_value_error, run_stages, stage)
+from .library import Solution
 
 __all__ = ["check_encode", "check_answer", "check_central_difference", "check_numerical_gradient"]
 
@@ -74,75 +74,15 @@ def _encode_hint(got, want, text):
     return "every piece of the text must give one id: did a piece get skipped?"
 
 
-class _LibraryUsed(Exception):
-    """Raised by the stand-in for a cl.task function while a checker runs the learner's."""
-
-
-@contextlib.contextmanager
-def _without_library(name):
-    """While the learner's function runs, cl.task.<name> is not available."""
-    original = getattr(task, name)
-
-    def refuse(*args, **kwargs):
-        raise _LibraryUsed()
-
-    setattr(task, name, refuse)
-    try:
-        yield
-    finally:
-        setattr(task, name, original)
-
-
-def _without_library_encode():
-    return _without_library("encode")
-
-
-def _code_names(code):
-    """The global names a code object and the functions nested in it may load."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _code_names(const)
-    return names
-
-
-def _holds_reference(fn, original):
-    """True when fn can reach `original` without going through the module cl.task: a name
-    bound by `from course_lib.task import encode` (or `enc = cl.task.encode`), a closure
-    cell or a default argument. The module attribute itself is guarded by _without_library."""
-    fn = inspect.unwrap(fn) if callable(fn) else fn
-    fn = getattr(fn, "__func__", fn)          # a bound method
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return False
-    glob = getattr(fn, "__globals__", {}) or {}
-    values = [glob[n] for n in _code_names(code) if n in glob]
-    values += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-               if _cell_filled(c)]
-    values += list(getattr(fn, "__defaults__", None) or ())
-    values += list((getattr(fn, "__kwdefaults__", None) or {}).values())
-    return any(v is original for v in values)
-
-
-def _cell_filled(cell):
-    try:
-        cell.cell_contents
-    except ValueError:
-        return False
-    return True
-
-
-_ORIGINAL = {"encode": task.encode, "answer": task.answer}   # before any stand-in
-
-
-def _refuse_reference(fn, name, message, hint):
-    """Fail when fn holds cl.task.<name> itself, which _without_library cannot take away."""
-    if _holds_reference(fn, _ORIGINAL[name]):
-        raise CheckFailed(message, hint)
-
-
-ENCODE_USED = "your function calls cl.task.encode: this exercise asks you to write the tokenizer yourself"
-ANSWER_USED = "your function calls cl.task.answer: write the rule yourself"
+# the library's own versions of these exercises (see library.py)
+_ENCODE = Solution("task.encode", message="your function calls cl.task.encode: this exercise "
+                   "asks you to write the tokenizer yourself",
+                   hint="use cl.task.VOCAB to find each piece's id")
+_ANSWER = Solution("task.answer", message="your function calls cl.task.answer: write the rule "
+                   "yourself", hint="compare op with the five names and return digits[0], "
+                   "digits[1], ... or max/min")
+_GRADIENT_FOR_DERIVATIVE = Solution("gradcheck.numerical_gradient",
+                                    what="whose central differences this exercise asks you to write")
 
 
 def _call_encode(fn, text, hint):
@@ -150,14 +90,12 @@ def _call_encode(fn, text, hint):
     try:
         return call(fn, text)
     except CheckFailed as e:
-        if "_LibraryUsed" in e.message:
-            raise CheckFailed(ENCODE_USED, hint="use cl.task.VOCAB to find each piece's id") from None
         lookup_failed = e.message.startswith(("your function raised KeyError", "your function raised ValueError"))
         raise CheckFailed(f"my_encode({text!r}): {e.message}", hint if lookup_failed else e.hint) from None
 
 
 # ------------------------------------------------------------ Exercise 1.1 ---
-@checker("Exercise 1.1", "encode by hand")
+@checker("Exercise 1.1", "encode by hand", library=[_ENCODE])
 def check_encode(fn):
     """my_encode(text) -> list of ids, as cl.task.encode, written without it."""
     example = "Max(1,6,2)"
@@ -168,48 +106,42 @@ def check_encode(fn):
     unknown = ["Sum(1,2,3)", "max(1,6,2)", "Max(1;6;2)", "Max(1,6,2)!"]
     want = {t: task.encode(t) for t in [example] + ops + spaced + special}
 
-    with _without_library_encode():
-        with stage("the example Max(1,6,2)"):
-            _refuse_reference(fn, "encode", ENCODE_USED, "use cl.task.VOCAB to find each piece's id, "
-                              "and do not import encode from course_lib.task")
-            got = _id_list(_call_encode(fn, example, WHOLE), example)
-            if got != want[example]:
-                raise CheckFailed(f"my_encode({example!r}) = {got}, expected {want[example]}",
-                                  _encode_hint(got, want[example], example))
+    with stage("the example Max(1,6,2)"):
+        got = _id_list(_call_encode(fn, example, WHOLE), example)
+        if got != want[example]:
+            raise CheckFailed(f"my_encode({example!r}) = {got}, expected {want[example]}",
+                              _encode_hint(got, want[example], example))
 
-        with stage("all five operations"):
-            for text in ops:
-                got = _id_list(_call_encode(fn, text, WHOLE), text)
-                if got != want[text]:
-                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
-                                      _encode_hint(got, want[text], text))
+    with stage("all five operations"):
+        for text in ops:
+            got = _id_list(_call_encode(fn, text, WHOLE), text)
+            if got != want[text]:
+                raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}",
+                                  _encode_hint(got, want[text], text))
 
-        with stage("spaces are ignored"):
-            hint = "spaces are not tokens: remove them, e.g. text.replace(' ', '')"
-            for text in spaced:
-                got = _id_list(_call_encode(fn, text, hint), text)
-                if got != want[text]:
-                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
+    with stage("spaces are ignored"):
+        hint = "spaces are not tokens: remove them, e.g. text.replace(' ', '')"
+        for text in spaced:
+            got = _id_list(_call_encode(fn, text, hint), text)
+            if got != want[text]:
+                raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
 
-        with stage("[PAD], [EOS] and the empty text"):
-            hint = ("[PAD] (id 0) and [EOS] (id 1) are vocabulary entries too, matched whole like 'Max'; "
-                    "the empty text has no tokens: []")
-            for text in special:
-                got = _id_list(_call_encode(fn, text, hint), text)
-                if got != want[text]:
-                    raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
+    with stage("[PAD], [EOS] and the empty text"):
+        hint = ("[PAD] (id 0) and [EOS] (id 1) are vocabulary entries too, matched whole like 'Max'; "
+                "the empty text has no tokens: []")
+        for text in special:
+            got = _id_list(_call_encode(fn, text, hint), text)
+            if got != want[text]:
+                raise CheckFailed(f"my_encode({text!r}) = {got}, expected {want[text]}", hint)
 
-        with stage("unknown text raises ValueError"):
-            for text in unknown:
-                try:
-                    expect_value_error(
-                        fn, (text,), f"my_encode({text!r})", passthrough=(_LibraryUsed,),
-                        raised_hint="a dict lookup of an unknown piece raises KeyError: catch that case and "
-                                    "raise ValueError('unknown text ...') yourself",
-                        returned_hint="text that matches no vocabulary entry (text is case-sensitive) must "
-                                      "raise ValueError, not be skipped")
-                except _LibraryUsed:
-                    raise CheckFailed(ENCODE_USED, hint="use cl.task.VOCAB") from None
+    with stage("unknown text raises ValueError"):
+        for text in unknown:
+            expect_value_error(
+                fn, (text,), f"my_encode({text!r})",
+                raised_hint="a dict lookup of an unknown piece raises KeyError: catch that case and "
+                            "raise ValueError('unknown text ...') yourself",
+                returned_hint="text that matches no vocabulary entry (text is case-sensitive) must "
+                              "raise ValueError, not be skipped")
 
 
 # ------------------------------------------------------------ Exercise 1.2 ---
@@ -251,19 +183,9 @@ def _expected(cases):
     return [(op, digits, task.answer(op, tuple(int(d) for d in digits))) for op, digits in cases]
 
 
-def _call_answer(fn, op, digits):
-    try:
-        return call(fn, op, digits)
-    except CheckFailed as e:
-        if "_LibraryUsed" in e.message:
-            raise CheckFailed(ANSWER_USED, hint="compare op with the five names and return "
-                                                "digits[0], digits[1], ... or max/min") from None
-        raise
-
-
 def _check_answers(fn, expected):
     for op, digits, want in expected:
-        got = _digit(_call_answer(fn, op, digits), op, digits)
+        got = _digit(call(fn, op, digits), op, digits)
         if got != want:
             hint = _OP_HINTS[op]
             if got == want + 2 and got not in [int(d) for d in digits]:
@@ -272,44 +194,37 @@ def _check_answers(fn, expected):
                               hint)
 
 
-@checker("Exercise 1.2", "the answer rule")
+@checker("Exercise 1.2", "the answer rule", library=[_ANSWER])
 def check_answer(fn):
     """my_answer(op, digits) -> the answer digit of op over three digits, written without
-    cl.task.answer (its expected values are computed first; then it is taken away)."""
+    cl.task.answer (which computes the expected values)."""
     example = _expected([("Max", (1, 6, 2))])
     one_each = _expected([(op, (3, 8, 4)) for op in task.OPERATIONS])
     every = _expected(task.all_problems())
     containers = _expected([("Min", [4, 2, 8]), ("Last", np.array([4, 2, 8])),
                             ("Max", np.array([4, 9, 8]))])
 
-    with _without_library("answer"):
-        with stage("the example Max(1,6,2)"):
-            _refuse_reference(fn, "answer", ANSWER_USED, "compare op with the five names, and do "
-                              "not import answer from course_lib.task")
-            _check_answers(fn, example)
+    with stage("the example Max(1,6,2)"):
+        _check_answers(fn, example)
 
-        with stage("one case per operation"):
-            _check_answers(fn, one_each)
+    with stage("one case per operation"):
+        _check_answers(fn, one_each)
 
-        with stage("all 5,000 problems"):
-            _check_answers(fn, every)
+    with stage("all 5,000 problems"):
+        _check_answers(fn, every)
 
-        with stage("digits as a list or an array"):
-            _check_answers(fn, containers)
+    with stage("digits as a list or an array"):
+        _check_answers(fn, containers)
 
-        with stage("an unknown operation raises ValueError"):
-            for op in ("Sum", "max"):
-                try:
-                    expect_value_error(
-                        fn, (op, (1, 2, 3)), f"my_answer({op!r}, (1, 2, 3))",
-                        passthrough=(_LibraryUsed,),
-                        raised_hint="check `op` against the five names first and raise "
-                                    "ValueError('unknown operation ...') yourself",
-                        returned_hint="an `else:` branch that returns a digit hides typos in the "
-                                      "operation name: raise ValueError for anything but the five "
-                                      "operations")
-                except _LibraryUsed:
-                    raise CheckFailed(ANSWER_USED, hint="compare op with the five names") from None
+    with stage("an unknown operation raises ValueError"):
+        for op in ("Sum", "max"):
+            expect_value_error(
+                fn, (op, (1, 2, 3)), f"my_answer({op!r}, (1, 2, 3))",
+                raised_hint="check `op` against the five names first and raise "
+                            "ValueError('unknown operation ...') yourself",
+                returned_hint="an `else:` branch that returns a digit hides typos in the "
+                              "operation name: raise ValueError for anything but the five "
+                              "operations")
 
 
 # ------------------------------------------------------------ Exercise 1.4 ---
@@ -487,7 +402,7 @@ def _central_default_step(fn):
                           f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
 
 
-@checker("Exercise 1.4", "central-difference derivative")
+@checker("Exercise 1.4", "central-difference derivative", library=[_GRADIENT_FOR_DERIVATIVE])
 def check_central_difference(fn):
     """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
     run_stages(fn, [("returns one number", _returns_one_number),
@@ -665,7 +580,7 @@ def _gradient_edge_cases(fn):
                  hint="both evaluations of a constant f give the same value: each entry is 0")
 
 
-@checker("Exercise 1.5", "numerical gradient of an array")
+@checker("Exercise 1.5", "numerical gradient of an array", library=["gradcheck.numerical_gradient"])
 def check_numerical_gradient(fn):
     """numerical_gradient(f, x, h=1e-5): central differences of the scalar f() w.r.t. each
     entry of the float64 array x, which f reads; x perturbed in place and restored."""

@@ -112,7 +112,7 @@ def _momentum_case(fn, p, g, vel, lr, mu):
     diagnose(got[1], want_v, velocity_mistakes, _MOMENTUM_HINT, what="`new_velocity`")
 
 
-@checker("Exercise 11.2", "SGD with momentum")
+@checker("Exercise 11.2", "SGD with momentum", library=["optim.sgd_update"])
 def check_sgd_momentum_step(fn):
     rng = np.random.default_rng(11)
     with stage("returns (new_param, new_velocity), shaped like param"):
@@ -253,7 +253,8 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
     _adam_new_param(got[0], p, want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
 
 
-@checker("Exercise 11.4", "Adam step with bias correction")
+@checker("Exercise 11.4", "Adam step with bias correction",
+         library=["optim.adam_update", "optim.adam_update_all"])
 def check_adam_step(fn):
     rng = np.random.default_rng(113)
     betas = (0.9, 0.999)
@@ -390,7 +391,8 @@ def _short(value, width=50):
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-@checker("Exercise 11.5", "clipping by the global norm")
+@checker("Exercise 11.5", "clipping by the global norm",
+         library=["optim.clip_grad_norm", "optim.global_norm"])
 def check_clip_by_global_norm(fn):
     rng = np.random.default_rng(114)
     with stage("returns (clipped, norm): a dict like grads and one number"):

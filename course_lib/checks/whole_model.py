@@ -20,17 +20,15 @@ with dy instead of the gradient after the LayerNorm, the LayerNorms taken in the
 one of the three paths Q, K, V from x to the attention left out, W_qkv stacked in another
 order than Q | K | V, W_o not transposed, the two LayerNorms' caches swapped, a LayerNorm's
 gamma left out or taken from the other LayerNorm. Otherwise the first wrong parameter gradient
-in backward order says between which stations the bug sits. Block.backward is withheld while
-the learner's function runs: it is what the exercise rebuilds.
+in backward order says between which stations the bug sits. A function that calls
+Block.backward, what the exercise rebuilds, fails (core's `library`).
 
 Model: the expected gradients come from course_lib's model.backward() on small float64
 models (post-LN like the course model, then a GPT-2 style pre-LN model with a tied head and
 learned positions). Named: a tied embedding's gradient that holds only one of its two shares,
 the head's share transposed, dlogits not divided by the number of scored rows, the blocks
-taken in forward order. model.backward and its helpers are withheld while the learner's
-function runs.
+taken in forward order. A function that calls model.backward or its helpers fails.
 """
-import contextlib
 import copy
 from itertools import permutations
 
@@ -39,7 +37,8 @@ import numpy as np
 from ..block import Block
 from ..config import ModelConfig
 from .core import (CheckFailed, NotDone, as_array, call, checker, diagnose, expect_shape,
-                   float_dtype, low_precision, stage)
+                   float_dtype, low_precision, stage, tiered)
+from .library import Solution
 
 __all__ = ["check_block_backward", "check_model_backward"]
 
@@ -155,45 +154,22 @@ def _deepcopy(d):
     return {k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v)) for k, v in d.items()}
 
 
-class _Withheld(Exception):
-    """A course_lib function the exercise rebuilds was called by the learner's function."""
-
-
-@contextlib.contextmanager
-def _withhold(cls, names, what):
-    """While inside, cls.<name> for each name raises _Withheld (the learner's function must not
-    call what it rebuilds); restored afterwards. Yields a list that records the calls made."""
-    used, saved = [], {n: cls.__dict__[n] for n in names}
-
-    def refuse(name):
-        def refused(*args, **kwargs):
-            used.append(name)
-            raise _Withheld(f"your function called {what}{name}")
-        return refused
-
-    try:
-        for n in names:
-            setattr(cls, n, refuse(n))
-        yield used
-    finally:
-        for n, f in saved.items():
-            setattr(cls, n, f)
+_OWN_BLOCK = Solution("block.Block.backward",
+                      message="your function calls course_lib's Block.backward",
+                      hint="write the stations yourself: Block.backward is what you are "
+                           "rebuilding (use the kernels the exercise lists)")
+_OWN_MODEL = [Solution(f"model.Transformer.{name}",
+                       message=f"your function calls model.{name}, course_lib's own backward",
+                       hint="write the stations yourself: model.backward is what you are "
+                            "rebuilding (its helpers too)")
+              for name in ("backward", "_head_backward", "_blocks_backward")]
 
 
 def _call_block(fn, dy, cache, params):
-    """The learner's block_backward on copies; a cache or params array changed in place fails.
-    Block.backward is withheld meanwhile."""
+    """The learner's block_backward on copies; a cache or params array changed in place fails."""
     c, p = _deepcopy(cache), _deepcopy(params)
-    with np.errstate(all="ignore"), _withhold(Block, ["backward"], "Block.") as used:
-        try:
-            result = call(fn, dy, c, p)
-        except CheckFailed:
-            if used:
-                raise CheckFailed("your function called course_lib's Block.backward",
-                                  hint="write the stations yourself: Block.backward is what you "
-                                       "are rebuilding (use the kernels the exercise "
-                                       "lists)") from None
-            raise
+    with np.errstate(all="ignore"):
+        result = call(fn, dy, c, p)
     for what, before, after in (("cache", cache, c), ("params", params, p)):
         for k, v in before.items():
             if isinstance(v, np.ndarray) and not np.array_equal(v, after.get(k), equal_nan=True):
@@ -329,7 +305,7 @@ def _as_float64(a):
     return a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
 
 
-@checker("Exercise 10.2", "post-LN block backward")
+@checker("Exercise 10.2", "post-LN block backward", library=[_OWN_BLOCK])
 def check_block_backward(block_backward):
     with stage("returns"):
         dy, cache, params = _block_case(100, 1, 3, 4, 2, 8)
@@ -389,10 +365,10 @@ def _backward_order(model):
     return [n for n in order if n in names]
 
 
-_REVERSE_HINT = ("the blocks go backward in reverse order: reversed(model.blocks), each with its "
-                 "own saved dict (for block, saved in reversed(list(zip(model.blocks, "
-                 "s['blocks'])))); the last block works only at the scored rows, so its "
-                 "gradient has fewer rows than block 0's output")
+_REVERSE_HINT = tiered("the blocks go backward in reverse order, the last block first, each with "
+                       "its own saved dict; the last block works only at the scored rows, so its "
+                       "gradient has fewer rows than block 0's output",
+                       "for block, saved in reversed(list(zip(model.blocks, s['blocks']))):")
 
 
 def _exception_hint(e, model):
@@ -413,18 +389,13 @@ def _exception_hint(e, model):
 def _run_model_backward(fn, model):
     """The learner's model_backward(model), refusing one that changes the parameters or the
     saved activations in place. -> grads."""
-    from ..model import Transformer
     saved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in model.saved.items()}
     params = {k: v.copy() for k, v in model.params.items()}
-    withheld = ["backward", "_head_backward", "_blocks_backward"]
     try:
-        with np.errstate(all="ignore"), _withhold(Transformer, withheld, "model."):
+        with np.errstate(all="ignore"):
             grads = fn(model)
     except NotImplementedError:
         raise NotDone() from None
-    except _Withheld as e:
-        raise CheckFailed(str(e), hint="write the stations yourself: model.backward is what you "
-                                       "are rebuilding (its helpers too)") from None
     except Exception as e:
         raise CheckFailed(f"your function raised {type(e).__name__}: {e}",
                           hint=_exception_hint(e, model)) from None
@@ -536,7 +507,7 @@ def _without_gamma(model, ln):
         model.params[key] = gamma
 
 
-@checker("Exercise 10.3", "the whole model's backward")
+@checker("Exercise 10.3", "the whole model's backward", library=_OWN_MODEL)
 def check_model_backward(model_backward):
     post, gpt = _models()
     with stage("returns"):
