@@ -229,7 +229,8 @@ def test_attention_output_transposed(capsys):
 
 def test_attention_keys_times_queries(capsys):
     r = assert_rejects(cl.checks.check_single_head_attention, _attention_with(qk="KQ"), capsys,
-                       "returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)", "S = Q @ K.T and A are (3, 5)")
+                       "returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)",
+                       "the scores and A are (T_q, T_k) = (3, 5)")
     assert "ValueError" in r.message
 
 
@@ -345,7 +346,8 @@ def test_attention_backward_rejects(wrong, stage, hint, capsys):
 def test_attention_backward_dk_not_transposed(capsys):
     """dS @ Q cannot be formed when T_q != T_k: a failed result at the first stage, not a crash."""
     r = assert_rejects(cl.checks.check_single_head_attention_backward, _backward_with(dk_transpose=False),
-                       capsys, "returns (dQ, dK, dV) with the shapes of Q, K, V", "dK = dS.T @ Q / sqrt(D) is (5, 4)")
+                       capsys, "returns (dQ, dK, dV) with the shapes of Q, K, V",
+                       "each gradient has the shape of its array")
     assert "ValueError" in r.message
 
 
@@ -365,7 +367,8 @@ def test_attention_backward_dv_wrong(capsys):
         return dQ, dK, (A.T @ dout) * 2
 
     r = assert_rejects(cl.checks.check_single_head_attention_backward, wrong, capsys,
-                       "hand-checkable case: uniform attention", "dV = A.T @ dout")
+                       "hand-checkable case: uniform attention",
+                       "value s collects the gradient of every query t")
     assert r.message.startswith("dV is wrong")
 
 

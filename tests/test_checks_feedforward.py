@@ -121,12 +121,8 @@ assert_passes, assert_rejects = notebook_asserts(6)
 @pytest.mark.parametrize("check, fn", CHECKERS + [
     (cl.checks.check_linear_backward, linear_backward_loops),
     (cl.checks.check_relu_backward, relu_backward_loops),
-    (cl.checks.check_relu_backward, cl.kernels.numpy_ref.relu_backward),
     (check_gelu_forward, gelu_forward_math),
-    (check_gelu_forward, cl.kernels.numpy_ref.gelu_forward),
     (check_gelu_backward, gelu_backward_sigmoid),
-    (check_gelu_backward, cl.kernels.numpy_ref.gelu_backward),
-    (cl.checks.check_linear_backward, lambda dy, x, W: cl.kernels.numpy_ref.linear_backward(dy, x, W, True)),
     (cl.checks.check_block_forward, block_forward_dict),
 ])
 def test_passes_right_versions(check, fn, capsys):
@@ -232,7 +228,7 @@ MODERATE = "GELU backward: moderate h, where every term matters"
 
 @pytest.mark.parametrize("wrong, stage, hint", [
     (_gelu_back_with(second=False), MODERATE, "product rule has two terms"),
-    (_gelu_back_with(first=False), "GELU backward: h = 0 and h = 10", "add 0.5 (1 + t)"),
+    (_gelu_back_with(first=False), "GELU backward: h = 0 and h = 10", "through the factor h is missing"),
     (_gelu_back_with(du_cubic=1.0), MODERATE, "derivative of h^3 is 3 h^2"),
     (_gelu_back_with(du_cubic=0.0), MODERATE, "differentiate the cubic term too"),
     (_gelu_back_with(sech2=lambda t: 1 - t), MODERATE, "not 1 - tanh(u)"),

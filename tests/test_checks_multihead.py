@@ -300,7 +300,7 @@ def test_split_wrong_shape(capsys):
 def test_merge_reshape_only(capsys):
     assert_rejects(cl.checks.check_split_merge_heads, split_heads,
                    lambda Y: Y.reshape(Y.shape[0], Y.shape[2], -1),
-                   capsys=capsys, stage="hand-checkable case", hint="transpose(0, 2, 1, 3) first")
+                   capsys=capsys, stage="hand-checkable case", hint="move the heads back behind")
 
 
 def test_merge_interleaved(capsys):

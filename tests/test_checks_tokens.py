@@ -488,10 +488,6 @@ def test_numerical_gradient_list_result_of_the_right_shape_passes(capsys):
     assert_passes(check_numerical_gradient, ng_list_of_rows, capsys, 6)
 
 
-def test_course_lib_numerical_gradient_passes(capsys):
-    assert_passes(check_numerical_gradient, cl.gradcheck.numerical_gradient, capsys, 6)
-
-
 SHAPE = "returns an array shaped like x, x restored"
 NG_HAND = "a hand-checkable case, h = 0.5"
 NG_CUBIC = "a cubic: error h^2 f'''/6, with the h you pass"

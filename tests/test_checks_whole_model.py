@@ -330,7 +330,7 @@ def test_model_blocks_not_reversed(capsys):
             dx = block.backward(dx, saved, grads)
         return grads
     assert_rejects(cl.checks.check_model_backward, fn, capsys,
-                   "the blocks go backward in reverse order: reversed(model.blocks)",
+                   "the blocks go backward in reverse order, the last block first",
                    stage="returns")
 
 
