@@ -66,6 +66,23 @@ def test_float32_result_is_named_as_a_dtype_problem(capsys):
         raise AssertionError("a float32 result passed a float64 check")
 
 
+def test_a_result_right_to_1e_9_is_named_a_rounded_constant():
+    want = np.random.default_rng(0).standard_normal(7)
+
+    def hint_for(got, **kwargs):
+        with pytest.raises(CheckFailed) as e:
+            expect_close(got, want, hint="the formula's hint", rtol=1e-12, atol=1e-14, **kwargs)
+        return e.value.hint
+    assert hint_for(want * (1 + 2e-9)).startswith("a constant is rounded")
+    assert hint_for(want * (1 + 1e-6)) == "the formula's hint"          # a mistake: too far
+    assert "dtype problem" in hint_for(want.astype(np.float32))          # float32 is named so
+    assert hint_for(want * (1 + 2e-9), named=True) == "the formula's hint"   # a known mistake
+    with pytest.raises(CheckFailed) as e:
+        core.diagnose(want * (1 + 2e-9), want, [(want * (1 + 2e-9), "named")], "default",
+                      rtol=1e-12, atol=1e-14)
+    assert e.value.hint == "named"
+
+
 # ----- what every checker in course_lib.checks does with a stub, a NameError, a non-function ---------
 @pytest.mark.parametrize("name", EVERY_CHECKER)
 def test_a_stub_is_not_done_in_one_line(name, capsys):
@@ -98,3 +115,83 @@ def test_something_not_callable_is_named(name, capsys):
     check = getattr(checks, name)
     result, out = run_check(check, *[np.zeros(3)] * n_functions(check), capsys=capsys)
     assert not result.passed and "pass your function itself" in out
+
+
+# ----- what every checker does with torch tensors, lists, None and mixed dtypes ----------------------
+def _convert(value, leaf):
+    """value with every number and array in it replaced by leaf(np.asarray(it)), containers kept."""
+    if isinstance(value, (np.ndarray, np.generic, int, float)) and not isinstance(value, bool):
+        return leaf(np.asarray(value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_convert(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: _convert(v, leaf) for k, v in value.items()}
+    return value
+
+
+def _every_other_float32():
+    """A leaf that casts the 1st, 3rd, ... float it meets to float32 (a mixed result), and
+    leaves everything else as it was; leaf.cast counts the casts."""
+    def leaf(a):
+        if a.dtype.kind != "f":
+            return a if a.ndim else a[()]
+        leaf.seen += 1
+        leaf.cast += leaf.seen % 2
+        b = a.astype(np.float32) if leaf.seen % 2 else a
+        return b if b.ndim else b[()]
+    leaf.seen = leaf.cast = 0
+    return leaf
+
+
+def _torch_leaf(a):
+    import torch
+    return torch.tensor(a, requires_grad=a.dtype.kind == "f")      # grad: np.asarray refuses it
+
+
+LEARNER_RETURNS = {
+    "torch tensors": lambda: _torch_leaf,
+    "lists": lambda: lambda a: a.tolist() if a.ndim else [a.item()],
+    "mixed float32 and float64": _every_other_float32,
+}
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    from support import solutions_by_checker
+    return solutions_by_checker()
+
+
+@pytest.mark.parametrize("kind", list(LEARNER_RETURNS) + ["None"])
+@pytest.mark.parametrize("name", EVERY_CHECKER)
+def test_no_checker_raises_on_what_a_learner_returns(name, kind, solutions, capsys):
+    """The notebook's own solutions, their results turned into torch tensors, lists, None or a mix
+    of float32 and float64 arrays: a Result with a message, never an exception. Torch tensors,
+    None and float32 among float64 always fail (right-shaped lists of the right numbers may pass,
+    as they did before: NumPy reads them as arrays)."""
+    if kind == "torch tensors":
+        pytest.importorskip("torch")
+    changed = []
+
+    def returning(fn):
+        def learner(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            if kind == "None":
+                changed.append(result is not None)
+                return None
+            leaf = LEARNER_RETURNS[kind]()
+            new = _convert(result, leaf)
+            changed.append(getattr(leaf, "cast", 1) > 0)
+            return new
+        return learner
+
+    result, out = run_check(getattr(checks, name), *map(returning, solutions[name]),
+                            capsys=capsys)
+    assert isinstance(result, checks.Result) and "Traceback" not in out
+    if not result.passed:
+        assert result.message and out.startswith(("✗", "…")), out
+    if kind != "lists" and any(changed):
+        assert not result.passed, out
+        if kind == "torch tensors":
+            assert "torch" in result.message or "Tensor" in result.message, out
+        if kind.startswith("mixed"):
+            assert "float32" in result.message + out, out

@@ -284,6 +284,18 @@ def test_sinusoidal_float32_table_is_named_as_a_dtype_problem(capsys):
     assert "float64" in result.hint
 
 
+def test_sinusoidal_rounded_log_10000_is_named(capsys):
+    """ln(10000) typed with 9 digits: right to ~1e-9, which no formula mistake is (core)."""
+    def typed_log(T, C):
+        angle = np.arange(T)[:, None] * np.exp(-9.21034037 * np.arange(0, C, 2)[None, :] / C)
+        P = np.zeros((T, C))
+        P[:, 0::2], P[:, 1::2] = np.sin(angle), np.cos(angle)
+        return P
+    result = assert_rejects(check_sinusoidal, typed_log, capsys, "course size",
+                            "a constant is rounded")
+    assert "np.log(10000.0)" in result.hint
+
+
 def test_sinusoidal_halves_is_named(capsys):
     assert_rejects(check_sinusoidal, halves, capsys, "position 0", "interleave the columns")
 

@@ -175,8 +175,17 @@ def test_linear_backward_reference_matches_kernel():
 
 # ---- Exercise 6.3: ReLU backward -----------------------------------------------------------
 
+TINY = "h tiny but not 0 (1e-300 to 1e-7, both signs)"
+
+
 @pytest.mark.parametrize("wrong, stage, hint", [
-    (lambda dy, h: np.where(h >= 0, dy, 0.0), "h exactly 0", "not h >= 0"),
+    (lambda dy, h: np.where(h > 1e-6, dy, 0.0), TINY, "not h > 0: a positive h, however tiny"),
+    (lambda dy, h: np.where(h > np.finfo(float).eps, dy, 0.0), TINY, "not with a small threshold"),
+    (lambda dy, h: np.where(h > -1e-6, dy, 0.0), TINY, "a negative one slope 0"),
+    (lambda dy, h: np.where(h == 0, 2.0 * dy, np.where(h > 0, dy, 0.0)), "h exactly 0",
+     "any slope in [0, 1] is a valid subgradient"),
+    (lambda dy, h: np.where(h == 0, -dy, np.where(h > 0, dy, 0.0)), "h exactly 0",
+     "between 0 and dy"),
     (lambda dy, h: (h > 0).astype(float), "hand-checkable case", "multiply the mask by dy"),
     (lambda dy, h: np.where(dy > 0, dy, 0.0), "hand-checkable case", "not from dy"),
     (lambda dy, h: np.maximum(h, 0.0), "hand-checkable case", "that is the forward"),
@@ -186,6 +195,15 @@ def test_linear_backward_reference_matches_kernel():
 ])
 def test_relu_backward_rejects(wrong, stage, hint, capsys):
     assert_rejects(cl.checks.check_relu_backward, wrong, capsys, stage, hint)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.5, 1.0])
+def test_relu_backward_any_subgradient_at_zero_passes(slope, capsys):
+    """At h = 0 any slope in [0, 1] is a subgradient (the statement of 6.3 says so): h > 0,
+    h >= 0 and the average 0.5 all pass."""
+    def relu_backward(dy, h):
+        return np.where(h > 0, dy, 0.0) + np.where(h == 0, slope * dy, 0.0)
+    assert assert_passes(cl.checks.check_relu_backward, relu_backward, capsys).n_stages == 6
 
 
 # ---- Exercise 6.5: GELU forward and backward, one checker ------------------------------------
@@ -201,6 +219,7 @@ def _gelu_with(a=math.sqrt(2 / math.pi), b=0.044715):
     (_gelu_with(a=math.sqrt(math.pi / 2)), FWD_MODERATE, "not sqrt(pi/2)"),
     (_gelu_with(a=2 / math.pi), FWD_MODERATE, "not 2/pi"),
     (_gelu_with(a=0.7979), FWD_MODERATE, "rounded to 0.7979"),
+    (_gelu_with(a=0.79788456), FWD_MODERATE, "a constant is rounded"),    # as BLOOM's code has it
     (_gelu_with(a=1.0), FWD_MODERATE, "sqrt(2/pi) is missing inside tanh"),
     (lambda h: h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
      "GELU forward: h = 0 and large |h|", "0.5 is missing"),
@@ -236,6 +255,7 @@ MODERATE = "GELU backward: moderate h, where every term matters"
     (_gelu_back_with(b=0.0447), MODERATE, "not 0.0447"),
     (_gelu_back_with(a=math.sqrt(math.pi / 2)), MODERATE, "not sqrt(pi/2)"),
     (_gelu_back_with(a=0.7979), MODERATE, "rounded to 0.7979"),
+    (_gelu_back_with(a=0.79788456), MODERATE, "a constant is rounded"),
     (_gelu_back_with(a=1.0), MODERATE, "sqrt(2/pi) is missing inside tanh"),
     (_gelu_back_with(a_du=1.0), MODERATE, "u'(h) keeps the factor sqrt(2/pi)"),
     (lambda dy, h: dy * checks_ff._gelu_exact_grad(np.asarray(h, dtype=float)), MODERATE,

@@ -168,6 +168,21 @@ def test_forward_rejects(fn, stage, hint, capsys):
     assert_rejects(FWD, fn, capsys, stage, hint)
 
 
+def annotated_transformer_layernorm(x, gamma, beta, eps):
+    """The Annotated Transformer's LayerNorm: a_2 * (x - mean) / (std + eps) + b_2, with
+    PyTorch's x.std(-1), which is unbiased."""
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = 1 / (x.std(axis=-1, ddof=1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd
+    return gamma * xhat + beta, xhat, rstd[:, 0]
+
+
+def test_forward_annotated_transformer_convention_is_named(capsys):
+    r = assert_rejects(FWD, annotated_transformer_layernorm, capsys, HAND,
+                       "the Annotated Transformer's LayerNorm")
+    assert "unbiased std" in r.hint and "eps inside the root" in r.hint
+
+
 def _whole_array(keepdims):
     def fn(x, gamma, beta, eps):
         mean = x.mean(keepdims=keepdims)                    # one mean for the whole array

@@ -186,6 +186,14 @@ def test_forward_one_global_maximum(capsys):
     assert "z.max(axis=1, keepdims=True)" in r.hint and "-inf" in r.message
 
 
+def test_forward_counts_nonzero_targets(capsys):
+    """M = np.count_nonzero(targets) is 1 on the first hand case, like a forgotten mean: the
+    hint names the count first, and the second case ([1, 3], where it is right) passes."""
+    wrong = _forward_with(denominator=lambda z, y: np.count_nonzero(y))
+    r = assert_rejects(FORWARD, wrong, capsys, "hand-checkable case", "not the nonzero targets")
+    assert r.hint.startswith("M counts the rows whose target is not -100")
+
+
 def test_forward_divided_by_batch_size(capsys):
     """Dividing by B (the number of sequences) when the rows are a flattened (B, T) batch: the
     checker's ignored-target case has M != B*T and M != 1."""

@@ -346,6 +346,16 @@ def test_mask_rejects(fn, hint, capsys):
                    hint=hint)
 
 
+@pytest.mark.parametrize("fn", [lambda S: np.where(np.tril(S) == 0, -np.inf, S),
+                                lambda S: np.where(np.tril(S) == S, S, -np.inf)])
+def test_mask_built_from_the_scores_values(fn, capsys):
+    """Right whenever no score is 0: the stage of zero and equal scores names the bug."""
+    result = assert_rejects(cl.checks.check_causal_mask, fn, capsys=capsys,
+                            stage="scores exactly 0, or equal, on both sides of the diagonal",
+                            hint="the mask comes from the scores' values")
+    assert "exp(0)" not in result.hint
+
+
 def test_mask_2d_only(capsys):
     """A mask that works on one (T, T) map but not on a batch (B, H, T, T)."""
     def only_2d(S):
@@ -411,6 +421,48 @@ def _late_mask(x, W_q, W_k, W_v, W_o, n_heads, causal):
         E = np.tril(E)
     A = E / np.sum(E, axis=-1, keepdims=True)
     return merge_heads(A @ V) @ W_o, A
+
+
+def _with_own(fn, **helpers):
+    """fn as a learner's notebook defines it: calling the split_heads, merge_heads and
+    apply_causal_mask of its own namespace (the right ones, unless given in helpers)."""
+    namespace = {"np": np, "split_heads": split_heads, "merge_heads": merge_heads,
+                 "apply_causal_mask": apply_causal_mask, **helpers}
+    exec(compile(inspect.getsource(fn), __file__, "exec"), namespace)
+    return namespace[fn.__name__]
+
+
+OWN_FIRST = "first, the functions of Exercises 4.1-4.2 that {} calls: {}"
+
+
+@pytest.mark.parametrize("check, fn", [
+    (cl.checks.check_multihead_attention, multihead_attention),
+    (cl.checks.check_multihead_attention_backward, multihead_attention_backward)])
+def test_own_helpers_are_checked_first_and_named(check, fn, capsys):
+    """4.4 and 4.6 run on the learner's own 4.1 (and 4.2): a bug there is named there."""
+    def mask_from_values(S):
+        return np.where(np.tril(S) == 0, -np.inf, S)
+
+    def split_interleaved(X, n_heads):
+        return X.reshape(*X.shape[:2], -1, n_heads).transpose(0, 3, 1, 2)
+
+    result = assert_rejects(check, _with_own(fn, split_heads=split_interleaved), capsys=capsys,
+                            message="and the check of Exercise 4.1 fails")
+    assert result.stage.startswith(OWN_FIRST.format(fn.__name__, "split_heads, merge_heads"))
+    assert "fix Exercise 4.1 first" in result.hint and "column BLOCK" in result.hint
+    if fn is multihead_attention:     # without this, 4.4 blamed "the diagonal is masked"
+        result = assert_rejects(check, _with_own(fn, apply_causal_mask=mask_from_values),
+                                capsys=capsys, stage=OWN_FIRST.format(
+                                    fn.__name__, "split_heads, merge_heads, apply_causal_mask"),
+                                hint="fix Exercise 4.2 first",
+                                message="apply_causal_mask, and the check of Exercise 4.2 fails")
+        assert "the scores' values" in result.hint and "diagonal is masked" not in result.hint
+
+        def stub(S):
+            raise NotImplementedError
+        assert_rejects(check, _with_own(fn, apply_causal_mask=stub), capsys=capsys,
+                       message="apply_causal_mask, which is not done yet", hint="Exercise 4.2")
+    assert_passes(check, _with_own(fn), capsys=capsys)
 
 
 def test_forward_late_mask_is_caught_and_named(capsys):

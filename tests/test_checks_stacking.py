@@ -81,7 +81,8 @@ def test_none_and_string(check, _, capsys):
 def test_checker_count_equals_model_n_params():
     base = cl.presets.deep_dive()
     for change in ({}, dict(norm="pre"), dict(tie_embeddings=True), dict(positional="learned"),
-                   dict(attn_bias=True), dict(head_bias=False), dict(n_layers=0),
+                   dict(positional="none"), dict(attn_bias=True), dict(head_bias=False),
+                   dict(n_layers=0),
                    dict(norm="pre", tie_embeddings=True, attn_bias=True, positional="learned",
                         n_layers=3, d_model=48, n_heads=6, d_ff=40)):
         cfg = base.replace(**change)
@@ -97,6 +98,9 @@ def _variant(**kw):
     return count
 
 
+POSITIONS = "every kind of positions: sinusoidal, learned, none"
+
+
 @pytest.mark.parametrize("mistake, stage, hint", [
     (dict(biases=False), "the course model", "biases are missing"),
     (dict(ln_per_block=1), "the course model", "TWO LayerNorms"),
@@ -104,7 +108,9 @@ def _variant(**kw):
     (dict(attn_heads="times_heads"), "the course model", "do not multiply"),
     (dict(head_bias_when_tied=True), "one switch at a time", "a tied head has no bias"),
     (dict(head_w_when_tied=True), "one switch at a time", "no weight of its own"),
-    (dict(pos_always=True), "the course model", "fixed table"),
+    (dict(pos_for=("learned", "sinusoidal")), "the course model", "fixed table"),
+    (dict(pos_for=("learned", "none")), POSITIONS, "positional='none' means no positions"),
+    (dict(pos_for=()), POSITIONS, "learned positions are a parameter"),
     (dict(ln_f=False), "one switch at a time", "ln_f"),
     (dict(attn_bias_count=False), "one switch at a time", "b_q, b_k, b_v, b_o"),
     (dict(ln_f_always=True), "the course model", "ln_f exists only in a pre-LN model"),
@@ -114,6 +120,23 @@ def _variant(**kw):
 ])
 def test_param_count_mistakes(mistake, stage, hint, capsys):
     assert_rejects(cl.checks.check_param_count, _variant(**mistake), capsys, stage, hint)
+
+
+def test_param_count_pos_emb_for_every_non_sinusoidal_model(capsys):
+    """`positional != "sinusoidal"` counts pos_emb for positional="none" too: never tested
+    before, so it passed."""
+    def count(cfg):
+        n = param_count(cfg.replace(positional="sinusoidal"))
+        return n + (cfg.seq_len * cfg.d_model if cfg.positional != "sinusoidal" else 0)
+    assert_rejects(cl.checks.check_param_count, count, capsys, POSITIONS, "positional='none'")
+
+
+def test_param_count_hint_comes_from_the_failing_stage(capsys):
+    """A forgotten pos_emb (T C = 512 here) equals a forgotten ffn.b1 in both blocks (2 x 256),
+    but the course model, which passed, rules the biases out: the hint names pos_emb."""
+    r = assert_rejects(cl.checks.check_param_count, _variant(pos_for=()), capsys, POSITIONS,
+                       "pos_emb has seq_len x d_model entries")
+    assert "ffn.b2" not in r.hint and " OR " not in r.hint
 
 
 def test_param_count_ffn_b2_names_both_explanations(capsys):

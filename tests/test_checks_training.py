@@ -193,6 +193,20 @@ def test_adam_eps_inside_the_root_is_named(capsys):
                    stage="random cases (t = 2, 10, 1000; eps = 1e-3 so that where eps sits shows)")
 
 
+def keras_adam_step(param, grad, m, v, t, lr, betas, eps):
+    """Keras's Adam: the bias corrections folded into the rate, eps added to sqrt(v) itself."""
+    beta1, beta2 = betas
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad ** 2
+    lr_t = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    return param - lr_t * m / (np.sqrt(v) + eps), m, v
+
+
+def test_adam_keras_convention_is_named(capsys):
+    r = assert_rejects(ADAM, keras_adam_step, capsys, "this is Keras's Adam", stage=HAND[ADAM])
+    assert "before v's bias correction" in r.hint and "sqrt(v_hat) + eps" in r.hint
+
+
 def test_adam_eps_missing_is_named(capsys):
     assert_rejects(ADAM, _adam_variant(no_eps=True), capsys, "eps is missing",
                    stage="random cases (t = 2, 10, 1000; eps = 1e-3 so that where eps sits shows)")
@@ -406,3 +420,52 @@ def test_default_hints_point_to_the_text_not_the_solution(check, fn, capsys):
     assert not result.passed and hint and "Exercise 11." in hint, hint
     for formula in (r"=", r" \* ", r"sqrt\(", r"\blr\b", r"\bgrad\b", r"max_norm /", r"/ norm"):
         assert not re.search(formula, hint), (formula, hint)
+
+
+# ---- momentum 0: the checker and course_lib's SGD agree --------------------------------------
+
+def sgd_keeping_no_velocity_at_momentum_0(param, grad, velocity, lr, momentum):
+    """course_lib's SGD (like PyTorch) keeps no velocity at momentum 0: it stays as it was."""
+    if momentum == 0:
+        return param - lr * grad, velocity.copy()
+    return sgd_momentum_step(param, grad, velocity, lr, momentum)
+
+
+@pytest.mark.parametrize("fn", [sgd_momentum_step, sgd_keeping_no_velocity_at_momentum_0])
+def test_momentum_0_accepts_grad_or_the_old_velocity(fn, capsys):
+    assert_passes(cl.checks.check_sgd_momentum_step, fn, capsys)
+
+
+def test_momentum_0_still_rejects_another_velocity(capsys):
+    def halves(param, grad, velocity, lr, momentum):
+        new_param, new_velocity = sgd_momentum_step(param, grad, velocity, lr, momentum)
+        return new_param, (0.5 * velocity if momentum == 0 else new_velocity)
+    assert_rejects(cl.checks.check_sgd_momentum_step, halves, capsys, "re-read the rule",
+                   stage="momentum 0 is plain SGD; a zero gradient still moves (the ball rolls on)")
+
+
+def test_course_lib_sgd_keeps_no_velocity_at_momentum_0():
+    """What the checker accepts at momentum 0 is what optim.SGD does: p -= lr * g, buf as it was."""
+    rng = np.random.default_rng(0)
+    p, g, vel = (rng.standard_normal((3, 4)) for _ in range(3))
+    params = {"w": p.copy()}
+    opt = cl.optim.SGD(params, lr=0.1, momentum=0.0)
+    opt.buf["w"][...] = vel
+    for _ in range(2):                       # the first step and a later one
+        before = params["w"].copy()
+        opt.step({"w": g})
+        np.testing.assert_allclose(params["w"], before - 0.1 * g, rtol=1e-15)
+        np.testing.assert_array_equal(opt.buf["w"], vel)
+
+
+# ---- 11.5: a new dict, also when nothing is clipped ------------------------------------------
+
+def test_clip_returning_the_callers_dict_fails(capsys):
+    def same_dict(grads, max_norm):
+        norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
+        if norm <= max_norm:
+            return grads, norm                 # nothing to scale: the caller's own dict
+        return {k: g * (max_norm / norm) for k, g in grads.items()}, norm
+    assert_rejects(cl.checks.check_clip_by_global_norm, same_dict, capsys, "return a new dict",
+                   stage="random cases, above and below max_norm",
+                   message_part="is the dict `grads` you were given")

@@ -361,3 +361,92 @@ def test_model_loop_over_stations_passes(capsys):
             grads["pos_emb"][:T] = d_pos
         return grads
     assert run_check(cl.checks.check_model_backward, fn, capsys)[0].passed
+
+
+# ----- issue 24: dtypes in the block, every gamma of the model ----------------------------------
+
+BLOCK32 = "a float32 block (the course model's dtype): float32 gradients"
+
+
+def _solution_source(name):
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    return next(c.source for c in nb.cells
+                if c.cell_type == "code" and f"def {name}(" in c.source and "### BEGIN" in c.source)
+
+
+def _edited_solution(name, old, new):
+    """The notebook's solution of `name` with one piece of its code replaced."""
+    source = _solution_source(name)
+    assert old in source
+    namespace = {"np": np, "cl": cl}
+    exec(compile(source.replace(old, new), str(NOTEBOOK), "exec"), namespace)
+    return namespace[name]
+
+
+def test_block_float32_gradients_for_float64_inputs_fail(capsys):
+    """Right to 7 digits, within the tolerance of 1e-6: failed as a dtype problem all the same."""
+    def fn(dy, cache, params):
+        dx, g = block_backward(dy, cache, params)
+        return dx, {k: v.astype(np.float32) for k, v in g.items()}
+    result = assert_rejects(cl.checks.check_block_backward, fn, capsys, "dtype problem",
+                            stage="returns")
+    assert "is float32, but the inputs are float64" in result.message
+
+
+def test_kernels_name_the_dtypes_they_refuse():
+    x32, w = np.ones((3, 4), np.float32), np.ones((4, 2))
+    with pytest.raises(ValueError, match="linear_forward: x is float32 but w is float64"):
+        cl.kernels.linear_forward(x32, w, None)
+    with pytest.raises(ValueError, match="linear_backward: dy is float64 but x is float32"):
+        cl.kernels.linear_backward(np.ones((3, 2)), x32, w, True)
+    from course_lib.kernels._fast.blas import matmul
+    with pytest.raises(ValueError, match="matmul: a is float64 but b is float32"):
+        matmul(w.T, x32.T)
+    qkv = np.ones((1, 2, 6))
+    with pytest.raises(ValueError, match="dout is float32, qkv float64 and att float64"):
+        cl.kernels.attention_backward(np.ones((1, 2, 2), np.float32), qkv, np.ones((1, 1, 2, 2)))
+
+
+def test_block_mixed_dtypes_get_a_dtype_hint(capsys):
+    """A float32 array among float64 ones reaches a kernel: the hint names the dtypes, not
+    "print intermediate shapes"."""
+    fn = _edited_solution("block_backward", 'cache["ffn.a"], p["ffn.w2"]',
+                          'cache["ffn.a"].astype(np.float32), p["ffn.w2"]')
+    result = assert_rejects(cl.checks.check_block_backward, fn, capsys,
+                            "your inputs are float64, so an array your function made is float32",
+                            stage="returns")
+    assert "linear_backward: dy is float64 but x is float32" in result.message
+    assert "shapes" not in result.hint
+
+
+def test_block_float64_array_in_a_float32_block_is_named(capsys):
+    """np.zeros without dtype= is float64: harmless in float64, named in the float32 block."""
+    fn = _edited_solution("block_backward", "dm = dm + dr2", "dm = dm + dr2 + np.zeros(dm.shape)")
+    result = assert_rejects(cl.checks.check_block_backward, fn, capsys,
+                            "your inputs are float32, so an array your function made is float64",
+                            stage=BLOCK32)
+    assert "np.zeros(n)" in result.hint and "dtype=" in result.hint
+
+
+def test_block_float64_result_of_a_float32_block_is_named(capsys):
+    fn = _edited_solution("block_backward", "dx = dx + dr1", "dx = dx + dr1 / np.sqrt(1.0)")
+    result = assert_rejects(cl.checks.check_block_backward, fn, capsys, "np.sqrt(D)", stage=BLOCK32)
+    assert result.message == "dx is float64, but the block is float32"
+
+
+def test_model_gamma_left_out_of_ln_f_is_named(capsys):
+    """Every gamma of the checker's models is away from 1, ln_f's too: leaving it out fails."""
+    fn = _edited_solution("model_backward", 's["ln_f.rstd"], p["ln_f.gamma"]',
+                          's["ln_f.rstd"], np.ones_like(p["ln_f.gamma"])')
+    result = assert_rejects(cl.checks.check_model_backward, fn, capsys,
+                            "ln_f's backward leaves out gamma",
+                            stage="pre-LN model (GPT-2 style: ln_f, tied head, learned positions)")
+    assert "blocks.1" in result.message
+
+
+def test_model_float32_gradients_of_a_float64_model_fail(capsys):
+    def fn(model):
+        return {k: v.astype(np.float32) for k, v in model_backward(model).items()}
+    result = assert_rejects(cl.checks.check_model_backward, fn, capsys, "dtype problem",
+                            stage="returns")
+    assert "but the model is float64" in result.message

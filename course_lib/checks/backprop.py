@@ -23,7 +23,8 @@ names the one it matches.
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_shape, low_precision,
+                   stage)
 
 __all__ = ["check_two_layer_mlp", "check_fork_backward"]
 
@@ -77,8 +78,8 @@ def _expect_float64(arrays, names, inputs):
     if any(getattr(a, "dtype", None) != np.float64 for a in inputs):
         return
     for arr, name in zip(arrays, names):
-        dtype = getattr(arr, "dtype", None)
-        if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+        dtype = low_precision(arr)
+        if dtype is not None:
             raise CheckFailed(f"{name} is {dtype}, but the inputs are float64",
                               hint=f"a dtype problem, not a formula problem: keep float64 all "
                                    f"through (no np.zeros(..., dtype=np.{dtype}) accumulator, "

@@ -314,7 +314,7 @@ def as_array(value, what="your result"):
     """The learner's output as a float array, or a clear failure (never an exception of NumPy's)."""
     if value is None:
         raise CheckFailed(f"{what} is None", hint="did you forget `return`?")
-    foreign = _foreign_array(value)
+    foreign = foreign_array(value)
     if foreign:
         raise CheckFailed(f"{what} is a {foreign}, but a NumPy array was expected",
                           hint="the course computes with NumPy, and the kernels that take your "
@@ -336,7 +336,7 @@ def as_array(value, what="your result"):
     return arr
 
 
-def _foreign_array(value):
+def foreign_array(value):
     """'torch.Tensor' (module.type) for an array of another library than NumPy, else None."""
     if isinstance(value, (np.ndarray, np.generic)) or not hasattr(type(value), "__array__"):
         return None
@@ -399,7 +399,10 @@ def expect_finite(value, what="your result", hint=None):
     return arr
 
 
-def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol=1e-9):
+def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol=1e-9,
+                 named=False):
+    """named: `hint` names a mistake the result reproduces (diagnose); otherwise a result right
+    to about 1e-8 gets the rounded-constant hint in its place."""
     arr = as_array(value, what)
     expected = np.asarray(expected, dtype=float)
     if arr.shape != expected.shape:
@@ -410,9 +413,29 @@ def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol
         got_v, want_v = _digits(arr[idx], expected[idx])
         dtype_hint = _dtype_hint(value, arr, expected)
         kind = f" ({value.dtype})" if dtype_hint else ""
+        hint = dtype_hint or (None if named else _rounded_hint(arr, expected)) or hint
         raise CheckFailed(f"{what}{kind} is wrong at index {idx}: got {got_v}, expected {want_v} "
-                          f"({len(bad)} of {arr.size} entries differ)", dtype_hint or hint)
+                          f"({len(bad)} of {arr.size} entries differ)", hint)
     return arr
+
+
+ROUNDED = 3e-8      # relative to the largest entry: see _rounded_hint
+
+
+def _rounded_hint(arr, expected):
+    """A float64 result right to ROUNDED of its largest entry, but not to the checker's
+    tolerance: a rounded constant. Formulas in float64 agree to ~1e-15, a constant typed with
+    8 or 9 digits (0.79788456 for sqrt(2/pi)) is off by 1e-9 to 1e-8, and every formula mistake
+    by far more (float32, ~6e-8 per step, is named by _dtype_hint when the result is float32)."""
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    if not (scale > 0 and np.all(np.isfinite(arr))
+            and np.allclose(arr, expected, rtol=0.0, atol=ROUNDED * scale)):
+        return None
+    error = float(np.max(np.abs(arr - expected))) / scale
+    return (f"a constant is rounded: your result is right to {error:.0e} of its largest entry, "
+            f"far closer than any mistake in the formula, but not to float64's 1e-15. Compute "
+            f"constants instead of typing them (np.sqrt(2 / np.pi), not 0.79788456; "
+            f"np.log(10000.0), not 9.2103404), or type every digit of a number you were given")
 
 
 def _dtype_hint(value, arr, expected):
@@ -444,7 +467,7 @@ def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-
     expected = np.asarray(expected, dtype=float)
     if arr.shape == expected.shape and np.allclose(arr, expected, rtol=rtol, atol=atol):
         return arr
-    hint = default_hint
+    hint, named = default_hint, False
     for wrong, wrong_hint in mistakes:
         try:
             with np.errstate(all="ignore"):
@@ -452,9 +475,9 @@ def diagnose(got, expected, mistakes, default_hint, what="your result", rtol=1e-
         except Exception:  # a mistake that cannot even be formed for this input
             continue
         if candidate.shape == arr.shape and np.allclose(arr, candidate, rtol=rtol, atol=atol):
-            hint = wrong_hint
+            hint, named = wrong_hint, True
             break
-    return expect_close(got, expected, what=what, hint=hint, rtol=rtol, atol=atol)
+    return expect_close(got, expected, what=what, hint=hint, rtol=rtol, atol=atol, named=named)
 
 
 def expect_value_error(fn, args, call_text, raised_hint, returned_hint, passthrough=()):

@@ -188,10 +188,19 @@ _RELU_HINT = tiered("ReLU's slope is 1 where its input h is positive and 0 where
                     "In code: np.where(h > 0, dy, 0.0), or dy * (h > 0)")
 
 
-def _relu_mistakes(dy, h):
+_TINY_HINT = ("the mask is not h > 0: a positive h, however tiny (1e-30, even 1e-300), has slope 1, "
+              "and a negative one slope 0. Compare h with 0 itself, not with a small threshold")
+_AT_ZERO_HINT = ("at h = 0 ReLU has no derivative, and any slope in [0, 1] is a valid subgradient: dh "
+                 "may be any value between 0 and dy there (course_lib and PyTorch take 0), but not "
+                 "outside that range")
+
+
+def _relu_mistakes(dy, h, got):
+    """The usual wrong backwards; the last three are read off `got` (the learner's result):
+    right everywhere except at tiny nonzero h, or at h = 0 outside [0, dy]."""
+    want = np.where(h > 0, dy, 0.0)
+    tiny = (np.abs(h) < 1e-3) & (h != 0)
     return [
-        (lambda: np.where(h >= 0, dy, 0.0),
-         "at h = 0 exactly the gradient is 0 in this course (and in PyTorch): mask with h > 0, not h >= 0"),
         (lambda: (h > 0).astype(float), "multiply the mask by dy: dh = dy * (h > 0); the mask alone is dy/dh's "
                                         "local factor, not the gradient"),
         (lambda: np.where(dy > 0, dy, 0.0), tiered("the mask comes from the forward input h, not "
@@ -203,6 +212,9 @@ def _relu_mistakes(dy, h):
         (lambda: np.where(h < 0, dy, 0.0), "the mask is reversed: the gradient passes where h > 0"),
         (lambda: dy, tiered("ReLU blocks the gradient where its input h is not positive",
                             "dh = np.where(h > 0, dy, 0.0)")),
+        (lambda: np.where(tiny & (h > 0) & (got == 0), 0.0, want), _TINY_HINT),
+        (lambda: np.where(tiny & (h < 0) & (got == dy), dy, want), _TINY_HINT),
+        (lambda: np.where(h == 0, got, want), _AT_ZERO_HINT),
     ]
 
 
@@ -211,9 +223,11 @@ def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
     raw = _run(fn, dy, h)
     got = expect_shape(raw, h.shape, hint="dh has the shape of h (and of dy)")
     expect_finite(got, hint=_RELU_HINT)
-    want = np.where(np.asarray(h) > 0, np.asarray(dy, dtype=np.float64), 0.0)
     d64, h64 = np.asarray(dy, dtype=np.float64), np.asarray(h, dtype=np.float64)
-    diagnose(raw, want, _relu_mistakes(d64, h64), _RELU_HINT, rtol=rtol, atol=atol)
+    want = np.where(h64 > 0, d64, 0.0)
+    # at h = 0 any slope in [0, 1] is a subgradient: every dh between 0 and dy is right there
+    want = np.where(h64 == 0, np.clip(got, np.minimum(d64, 0.0), np.maximum(d64, 0.0)), want)
+    diagnose(raw, want, _relu_mistakes(d64, h64, got), _RELU_HINT, rtol=rtol, atol=atol)
 
 
 @checker("Exercise 6.3", "ReLU backward", library=["kernels.relu_backward"])
@@ -228,13 +242,20 @@ def check_relu_backward(fn):
     with stage("random cases (dy of both signs)"):
         for shape in ((4, 6), (8, 256)):
             _check_relu_case(fn, rng.standard_normal(shape), rng.standard_normal(shape))
+    with stage("h tiny but not 0 (1e-300 to 1e-7, both signs)"):
+        # the slope is 1 for every h > 0 and 0 for every h < 0: a threshold such as h > 1e-6 fails
+        _check_relu_case(fn, np.array([[1.0, -2.0, 3.0, -4.0, 5.0], [0.5, -1.5, 2.5, 1.0, -1.0]]),
+                         np.array([[1e-300, 1e-30, 1e-12, 1e-8, 2.0], [-1e-300, -1e-30, -1e-8, 1e-7,
+                                                                       -2.0]]))
     with stage("h exactly 0"):
-        # ReLU has no derivative at 0; the course (like PyTorch) uses 0 there
+        # ReLU has no derivative at 0: any slope in [0, 1] is a subgradient, so any dh between
+        # 0 and dy is accepted there (course_lib, like PyTorch, takes 0; h >= 0 gives dy)
         _check_relu_case(fn, np.array([[1.5, -2.0, 3.0], [1.0, 1.0, 1.0]]),
                          np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 2.0]]))
     with stage("float32"):
         dy, h = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(2))
         h[0, :4] = 0.0
+        h[1, :4] = np.array([1e-30, -1e-30, 1e-8, -1e-8], dtype=np.float32)
         _check_relu_case(fn, dy, h)
 
 

@@ -25,7 +25,7 @@ structure of the answer (which terms, which sums), not its code.
 import numpy as np
 
 from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
-                   stage, tiered)
+                   low_precision, stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
 
@@ -89,8 +89,8 @@ def _triple(result, names, what):
                           hint=f"end your function with `return {', '.join(names)}`")
     arrays = [as_array(r, name) for r, name in zip(result, names)]
     for r, name in zip(result, names):
-        dtype = getattr(r, "dtype", None)
-        if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+        dtype = low_precision(r)
+        if dtype is not None:
             raise CheckFailed(f"{name} is {dtype}, but the inputs are float64",
                               hint=f"a dtype problem, not a formula problem: keep float64 (about 16 "
                                    f"digits; {dtype} keeps about {np.finfo(dtype).precision}): no "
@@ -109,6 +109,11 @@ _FORWARD_HINT = ("go through the definition in order, one row at a time (statist
 _EPS_OUTSIDE = ("eps belongs inside the square root: rstd = 1 / np.sqrt(var + eps), not "
                 "1 / (np.sqrt(var) + eps)")
 _EPS_MISSING = "eps is missing: rstd = 1 / np.sqrt(var + eps)"
+_ANNOTATED = ("this is the Annotated Transformer's LayerNorm, (x - mean) / (std + eps) with the "
+              "unbiased std (x.std(-1) in PyTorch divides by C - 1), eps added to the std outside "
+              "the root. This course, like PyTorch's nn.LayerNorm, uses the biased variance "
+              "(divide by C) with eps inside the root: 1 / np.sqrt(var + eps). The two differ by "
+              "a factor sqrt(C / (C - 1)) and where eps sits")
 _UNBIASED = ("LayerNorm uses the biased variance, the mean of (x - mean)**2 (divide by C): "
              "np.var's default ddof=0, not ddof=1 (divide by C - 1)")
 _WRONG_AXIS = ("LayerNorm normalises each row (one token's C features, axis=1 or -1), not each "
@@ -137,6 +142,9 @@ def _variants(x, eps):
     def add(xhat_fn, rstd_fn, hint):
         out.append((xhat_fn, rstd_fn, hint))
 
+    if x.shape[1] > 1:      # the unbiased std needs two features
+        std1 = x.std(axis=1, ddof=1, keepdims=True)
+        add(lambda: d / (std1 + eps), lambda: 1 / (std1[:, 0] + eps), _ANNOTATED)
     add(lambda: d / (np.sqrt(var) + eps), lambda: 1 / (np.sqrt(var[:, 0]) + eps), _EPS_OUTSIDE)
     add(lambda: d / np.sqrt(var), lambda: 1 / np.sqrt(var[:, 0]), _EPS_MISSING)
     v1 = x.var(axis=1, ddof=1, keepdims=True) if x.shape[1] > 1 else var

@@ -86,6 +86,10 @@ def _dlogits(z, y, scale=None, sign=1.0, shift=0, ignored_rows="zero", axis=1):
 _MASK_HINT = ("rows whose target is -100 are not scored: pick the scored rows first "
               "(a boolean mask targets != -100) and index only those; z[n, -100] is not a logit "
               "of row n's answer (for V < 100 it does not exist, for V >= 100 it is entry V - 100)")
+_NONZERO_HINT = ("M counts the rows whose target is not -100, np.count_nonzero(targets != -100), "
+                 "not the nonzero targets (targets == 0 is a real target: id 0): "
+                 "np.count_nonzero(targets) drops the rows whose target is 0 and counts the rows "
+                 "with -100")
 _OFF_BY_ONE_HINT = ("the target index is off by one: the loss of row n reads z[n, y[n]] itself (token id "
                     "y[n] is column y[n] of the logits; the ids start at 0, there is no +1 or -1)")
 
@@ -171,9 +175,18 @@ def _forward_mistakes(z, y):
     M = np.count_nonzero(scored)
     wrapped = lambda s: np.where(scored, (y + s) % V, IGNORE)  # noqa: E731
     zs, ys = z[scored], y[scored]
+    nonzero = np.count_nonzero(y)                 # the rows with target != 0, -100 included
+    # np.count_nonzero(targets) for M, named before "1/M is missing", which gives the same
+    # number when nonzero = 1 (the first hand case: the hint names both); when nonzero = N,
+    # "divided by N" names it
+    by_nonzero = [] if nonzero == N else [(
+        lambda: _loss(z, y, denominator=nonzero),
+        _NONZERO_HINT + ("; or, the same number here, 1/M is missing: the loss is the MEAN over "
+                         "the M scored rows" if nonzero == 1 else ""))]
     return [
         (lambda: np.mean(_logsumexp(zs) - zs.max(axis=1) - zs[np.arange(M), ys]), _DROPPED_M_HINT),
         (lambda: _global_max_loss(z, y), _GLOBAL_MAX_HINT),
+    ] + by_nonzero + [
         (lambda: _loss(z, y, denominator=N),
          f"you divided by N = {N}, the number of all rows (B*T for a flattened batch), but only the "
          f"{M} scored rows count: the rows with target -100 add no loss and are not counted; divide "
@@ -267,9 +280,6 @@ _P_OVERFLOW_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / i
 
 _AXIS_HINT = ("softmax over the wrong axis: each row must sum to 1. Take the maximum and the sum "
               "along the vocabulary, axis=1 with keepdims=True, not down the columns (axis=0)")
-_NONZERO_HINT = ("count the rows whose target is not -100, np.count_nonzero(targets != -100) "
-                 "(targets == 0 is a real target: id 0); np.count_nonzero(targets) drops the rows "
-                 "whose target is 0 and counts the rows with -100")
 
 
 def _backward_mistakes(z, y):

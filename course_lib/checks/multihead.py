@@ -12,10 +12,13 @@ Expected values come from float64 formulas written here, never from the learner'
 when a result is wrong, the usual mistakes are computed too and the hint names the one the
 result reproduces.
 """
+import inspect
+
 import numpy as np
 
-from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
-                   expect_shape, stage, tiered)
+from . import core
+from .core import (CheckFailed, NotDone, call, checker, diagnose, expect_arrays, expect_finite,
+                   expect_shape, float_dtype, stage, tiered)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
            "check_multihead_attention_backward"]
@@ -112,6 +115,54 @@ def _reshape_merge(Y):
 # ----------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------
+
+def _names_used(code):
+    """Every global name a function's code reads, its inner generators and lambdas included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _names_used(const)
+    return names
+
+
+def _own_helpers_first(fn):
+    """Exercises 4.4 and 4.6 run on the learner's own split_heads, merge_heads (Exercise 4.1)
+    and apply_causal_mask (Exercise 4.2), when fn calls them: check those first, quietly, so
+    that a bug there is named there and not as a bug of fn."""
+    fn = inspect.unwrap(fn)           # the learner's own function, not a checker's wrapper
+    code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    used = _names_used(code) if code is not None else set()
+    own = {n: found[n] for n in ("split_heads", "merge_heads", "apply_causal_mask")
+           if n in used and callable(found.get(n))}
+    if not own:
+        return
+    name = getattr(fn, "__name__", "function")
+    with stage(f"first, the functions of Exercises 4.1-4.2 that {name} calls: {', '.join(own)}"):
+        if "split_heads" in own or "merge_heads" in own:
+            _quietly(fn, check_split_merge_heads, "Exercise 4.1", own,
+                     own.get("split_heads", _split), own.get("merge_heads", _merge))
+        if "apply_causal_mask" in own:
+            _quietly(fn, check_causal_mask, "Exercise 4.2", own, own["apply_causal_mask"])
+
+
+def _quietly(fn, check, exercise, own, *helpers):
+    """Run another exercise's checker on the learner's helpers without a report of its own."""
+    names = " and ".join(n for n, f in own.items() if f in helpers)
+    name = getattr(fn, "__name__", "function")
+    saved = dict(core._current)
+    try:
+        check.__wrapped__(*helpers)
+    except NotDone:
+        raise CheckFailed(f"your {name} calls your {names}, which is not done yet",
+                          hint=f"finish {exercise} first, then run this check again") from None
+    except CheckFailed as e:
+        where = f" [stage: {core._current['stage']}]" if core._current["stage"] else ""
+        raise CheckFailed(f"your {name} calls your {names}, and the check of {exercise} "
+                          f"fails{where}: {e.message}",
+                          hint=f"fix {exercise} first, then run this check again"
+                               + (f": {e.hint}" if e.hint else "")) from None
+    finally:
+        core._current.update(saved)       # this checker's stage and count, as they were
 
 def _run(fn, *args, **kwargs):
     with np.errstate(all="ignore"):
@@ -223,7 +274,9 @@ def _mask_mistakes(S):
     upper0 = np.triu(np.ones((T, T), bool), 0)
     lower = np.tril(np.ones((T, T), bool), -1)
     future = np.triu(np.ones((T, T), bool), 1)
-    return [
+    return [   # the value-based masks first: on the stage of zeros they look like others
+        (lambda: np.where(np.tril(S) == 0, -np.inf, S), _VALUES_HINT),
+        (lambda: np.where(np.tril(S) == S, S, -np.inf), _VALUES_HINT),
         (lambda: np.where(upper0, -np.inf, S),
          "the diagonal is masked too: a token may see itself (k=1 in np.triu, not k=0). "
          "Row 0 would then have no key left, and its softmax would be 0/0 = NaN"),
@@ -240,6 +293,12 @@ def _mask_mistakes(S):
         (lambda: np.where(future, 0.0, S),
          "a score of 0 does not remove a key: exp(0) = 1. Masked scores must be -np.inf"),
     ]
+
+
+_VALUES_HINT = ("the mask comes from the scores' values (np.tril(S) == 0, or np.tril(S) compared "
+                "with S): a visible score can be exactly 0, and a future one can equal its "
+                "np.tril, so a value says nothing about the position. Build the mask from the "
+                "positions alone: query t (row) and key s (column), masked where s > t")
 
 
 def _check_mask_case(fn, S):
@@ -263,6 +322,13 @@ def check_causal_mask(apply_causal_mask):
     with stage("batched scores (B, H, T, T)"):
         _check_mask_case(apply_causal_mask, rng.standard_normal((2, 4, 5, 5)))
         _check_mask_case(apply_causal_mask, rng.standard_normal((1, 2, 8, 8)))
+    with stage("scores exactly 0, or equal, on both sides of the diagonal"):
+        # the mask depends on the positions only: zeros (all scores 0, as with W_q = 0) and
+        # repeated values must be masked above the diagonal and kept on and below it
+        _check_mask_case(apply_causal_mask, np.zeros((4, 4)))
+        _check_mask_case(apply_causal_mask, np.array([[0.0, 0.0, 2.0], [2.0, 0.0, 0.0],
+                                                      [0.0, 2.0, 2.0]]))
+        _check_mask_case(apply_causal_mask, np.full((2, 3, 3), 1.5))
     with stage("edge cases: T = 1, large scores, float32"):
         _check_mask_case(apply_causal_mask, np.array([[2.5]]))
         _check_mask_case(apply_causal_mask, 1e6 * rng.standard_normal((4, 4)))
@@ -352,8 +418,7 @@ def _check_fwd_case(fn, x, W_q, W_k, W_v, W_o, H, causal, rtol=1e-6, atol=1e-9):
     A_arr = np.asarray(A, dtype=float)
     if not np.all(np.isfinite(A_arr)):
         if causal:
-            dtype = getattr(A, "dtype", np.dtype(float))
-            dtype = dtype.type if dtype.kind == "f" else np.float64
+            dtype = (float_dtype(A) or np.dtype(np.float64)).type
             late = _late_mask_forward(x, W_q, W_k, W_v, W_o, H, dtype)[1]
             if not np.all(np.isfinite(late)) and np.array_equal(np.isnan(A_arr), np.isnan(late)):
                 raise CheckFailed("A contains NaN in the rows whose visible scores are all far "
@@ -379,6 +444,7 @@ def _weights(rng, C, scale=1.0):
          library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_multihead_attention(multihead_attention):
     rng = np.random.default_rng(44)
+    _own_helpers_first(multihead_attention)
     with stage("returns (y, A) with shapes (B, T, C) and (B, H, T, T)"):
         x = rng.standard_normal((2, 3, 8))
         _tuple_shapes = expect_arrays(_run(multihead_attention, x, *_weights(rng, 8), 2, False), ["y", "A"],
@@ -522,6 +588,7 @@ def _bwd_case(rng, B, T, C, H, causal, scale=1.5, dtype=np.float64):
 def check_multihead_attention_backward(multihead_attention_backward):
     rng = np.random.default_rng(46)
     fn = multihead_attention_backward
+    _own_helpers_first(fn)
     with stage("returns (dx, dW_q, dW_k, dW_v, dW_o) with the shapes of x and the weights"):
         args = _bwd_case(rng, 2, 3, 8, 2, False)
         got = expect_arrays(_run(fn, *args), _BWD_NAMES, "multihead_attention_backward(...)")

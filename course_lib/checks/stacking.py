@@ -21,18 +21,19 @@ __all__ = ["check_param_count", "check_tied_embedding_grad"]
 # Exercise 7.3: the parameter count of a configuration
 # ----------------------------------------------------------------------------------------
 
-def _count(cfg, *, biases=True, ln_per_block=2, head_bias_when_tied=False, pos_always=False,
+def _count(cfg, *, biases=True, ln_per_block=2, head_bias_when_tied=False, pos_for=("learned",),
            ln_f=True, attn_heads=None, head_w_when_tied=False, attn_bias_count=True,
            ln_f_always=False, head_bias_always=False, ffn_biases="both"):
     """Parameters of cfg (the ablation switches use_* are taken as True), with optional mistakes.
 
+    pos_for: the positional settings for which pos_emb is counted (right: "learned" only).
     attn_heads: None (right, 4 C^2), "per_head" (4 C D) or "times_heads" (4 H C^2).
     ffn_biases: "both" (right), "b1" or "b2" (only that one counted).
     """
     V, T, C, H, L, F = (cfg.vocab_size, cfg.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers,
                         cfg.d_ff)
     n = V * C                                             # tok_emb
-    if cfg.positional == "learned" or (pos_always and cfg.positional == "sinusoidal"):
+    if cfg.positional in pos_for:
         n += T * C                                        # pos_emb
     attn = {None: 4 * C * C, "per_head": 4 * C * (C // H), "times_heads": 4 * H * C * C}[attn_heads]
     if cfg.attn_bias and attn_bias_count:
@@ -78,8 +79,18 @@ _PARAM_MISTAKES = [
                                   "which is already counted once"),
     (dict(head_w_when_tied=True, head_bias_when_tied=True),
      "with tie_embeddings=True there is no head.w and no head.b: the head reuses tok_emb"),
-    (dict(pos_always=True), "sinusoidal positions are a fixed table, not a parameter: pos_emb exists "
-                            "only when positional='learned'"),
+    (dict(pos_for=("learned", "sinusoidal")), "sinusoidal positions are a fixed table, not a "
+                                              "parameter: pos_emb exists only when "
+                                              "positional='learned'"),
+    (dict(pos_for=("learned", "none")), "positional='none' means no positions at all, so no "
+                                        "pos_emb: it exists only when positional='learned' (a "
+                                        "test such as positional != 'sinusoidal' counts it for "
+                                        "'none' too)"),
+    (dict(pos_for=("learned", "sinusoidal", "none")),
+     "pos_emb exists only when positional='learned': sinusoidal positions are a fixed table, "
+     "and positional='none' has no positions"),
+    (dict(pos_for=()), "learned positions are a parameter: with positional='learned', pos_emb "
+                       "has seq_len x d_model entries"),
     (dict(ln_f=False), "a pre-LN model has one more LayerNorm, ln_f, before the head (gamma and beta, "
                        "d_model each)"),
 ]
@@ -124,12 +135,18 @@ def _short_value(value, width=40):
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _check_count(param_count, cfg):
+def _check_count(param_count, cfg, passed):
+    """Compare the learner's count for cfg; `passed` lists the configurations it got right so
+    far: a mistake that would have changed one of those counts is ruled out, so the hint comes
+    from what this configuration adds (a forgotten pos_emb is not "only ffn.b2 is counted")."""
     got = _as_count(call(param_count, cfg))
     want = _count(cfg)
     if got == want:
+        passed.append(cfg)
         return
-    hints = [h for m, h in _PARAM_MISTAKES if _count(cfg, **m) == got]
+    possible = [(m, h) for m, h in _PARAM_MISTAKES
+                if all(_count(c, **m) == _count(c) for c in passed)]
+    hints = [h for m, h in possible if _count(cfg, **m) == got]
     hint = (_DEFAULT_COUNT_HINT if not hints else hints[0] if len(hints) == 1 else
             "this count is what either of these mistakes gives: " + " -- OR -- ".join(hints))
     raise CheckFailed(f"your count for {_describe(cfg)}: got {got:,}, expected {want:,} "
@@ -139,32 +156,38 @@ def _check_count(param_count, cfg):
 _BASE = ModelConfig()     # the course model (deep_dive)
 
 
-_BUILT = Solution("model.init_params", message="your function builds course_lib's parameters "
-                  "(course_lib.init_params, which cl.Transformer calls too) to count them",
+_BUILT = Solution("model.init_params", message="your function calls course_lib.init_params (as "
+                  "cl.Transformer does): it builds the parameters this exercise asks you to count",
                   hint="count them from the configuration: the exercise is to know which "
                        "parameters a configuration makes, and their shapes")
 
 
 @checker("Exercise 7.3", "parameter count", library=["model.Transformer.n_params", _BUILT])
 def check_param_count(param_count):
+    passed = []
     with stage("the course model"):
-        _check_count(param_count, _BASE)
+        _check_count(param_count, _BASE, passed)
     with stage("one switch at a time"):
-        for change in (dict(norm="pre"), dict(tie_embeddings=True), dict(positional="learned"),
-                       dict(attn_bias=True), dict(head_bias=False)):
-            _check_count(param_count, _BASE.replace(**change))
+        for change in (dict(norm="pre"), dict(tie_embeddings=True), dict(attn_bias=True),
+                       dict(head_bias=False)):
+            _check_count(param_count, _BASE.replace(**change), passed)
+    with stage("every kind of positions: sinusoidal, learned, none"):
+        for positional in ("learned", "none"):      # sinusoidal: the course model above
+            _check_count(param_count, _BASE.replace(positional=positional), passed)
     with stage("other sizes"):
         for sizes in (dict(vocab_size=7, seq_len=5, d_model=12, n_heads=3, n_layers=3, d_ff=10),
-                      dict(vocab_size=31, seq_len=16, d_model=32, n_heads=8, n_layers=1, d_ff=50)):
-            _check_count(param_count, ModelConfig(**sizes))
+                      dict(vocab_size=31, seq_len=16, d_model=32, n_heads=8, n_layers=1, d_ff=50,
+                           positional="none")):
+            _check_count(param_count, ModelConfig(**sizes), passed)
     with stage("everything switched: a GPT-2 small"):
         _check_count(param_count, ModelConfig(vocab_size=50257, seq_len=1024, d_model=768, n_heads=12,
                                               n_layers=12, d_ff=3072, norm="pre", activation="gelu",
                                               positional="learned", causal=True, tie_embeddings=True,
-                                              attn_bias=True, head_bias=False))
+                                              attn_bias=True, head_bias=False), passed)
     with stage("edge case: no blocks"):
-        _check_count(param_count, _BASE.replace(n_layers=0))
-        _check_count(param_count, _BASE.replace(n_layers=0, norm="pre", tie_embeddings=True))
+        _check_count(param_count, _BASE.replace(n_layers=0), passed)
+        _check_count(param_count, _BASE.replace(n_layers=0, norm="pre", tie_embeddings=True),
+                     passed)
 
 
 # ----------------------------------------------------------------------------------------

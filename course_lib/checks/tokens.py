@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import task
 from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_close,
-                   expect_value_error, run_stages, stage)
+                   expect_value_error, foreign_array, low_precision, run_stages, stage)
 from .library import Solution
 
 __all__ = ["check_encode", "check_answer", "check_central_difference", "check_numerical_gradient"]
@@ -247,6 +247,11 @@ def _number(value, what):
     if isinstance(value, (bool, np.bool_)):
         raise CheckFailed(f"{what} returned {value!r}, but a number was expected",
                           hint="return the estimate itself, not a comparison")
+    foreign = foreign_array(value)
+    if foreign:
+        raise CheckFailed(f"{what} returned a {foreign}, but one number was expected",
+                          hint="compute with Python floats or NumPy and return a number (float(t) "
+                               "of a one-element torch tensor t)")
     if np.iscomplexobj(value):
         raise CheckFailed(f"{what} returned a complex number ({_short(value)}), but a real number "
                           f"was expected", hint="a complex intermediate (a complex step?) needs `.real` "
@@ -264,8 +269,8 @@ def _number(value, what):
     if arr.size != 1:
         raise CheckFailed(f"{what} returned an array of shape {arr.shape}, but one number was expected",
                           hint="x is a single number here: f(x + h) and f(x - h) are numbers too")
-    dtype = getattr(value, "dtype", None)
-    if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+    dtype = low_precision(value)
+    if dtype is not None:
         raise CheckFailed(f"{what} returned a {dtype} number, but a float64 one was expected",
                           hint=F32_HINT)
     out = float(arr.reshape(()))
@@ -446,8 +451,8 @@ def _call_gradient(fn, f, x, **kwargs):
 
 def _gradient_array(got, x, what):
     """The learner's gradient as a float array shaped like x, or a clear failure."""
-    dtype = getattr(got, "dtype", None)
-    if isinstance(got, np.ndarray) and dtype.kind == "f" and dtype.itemsize < 8:
+    dtype = low_precision(got)
+    if isinstance(got, np.ndarray) and dtype is not None:
         raise CheckFailed(f"{what} is {dtype}, but gradient checks need float64",
                           hint=f"{dtype} keeps about 7 digits, and rounds away the differences "
                                f"f(x + h) - f(x - h) this check measures: make the result with "

@@ -14,7 +14,10 @@ Conventions, stated in the notebook and fixed here:
 - every function is pure: it returns new arrays and changes none of its inputs (core.call fails
   a function that changes an input array in place, naming it; the clipping checker does the
   same for the arrays inside the dict it passes);
-- momentum is PyTorch's: velocity = momentum * velocity + grad, param - lr * velocity;
+- momentum is PyTorch's: velocity = momentum * velocity + grad, param - lr * velocity. At
+  momentum 0 the step is plain SGD and the velocity plays no part in it: the checker accepts
+  the new velocity grad, or the old velocity returned unchanged (course_lib's optim.SGD, like
+  PyTorch, keeps no velocity at momentum 0);
 - Adam's step counter t starts at 1 (the first call has t = 1) and eps is added outside the
   square root: param - lr * m_hat / (sqrt(v_hat) + eps);
 - clipping scales every gradient by max_norm / norm when norm > max_norm (course_lib adds
@@ -25,7 +28,8 @@ a wrong result is compared with the usual mistakes, and the hint names the one i
 """
 import numpy as np
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape, stage
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
+                   low_precision, stage)
 
 __all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm"]
 
@@ -39,8 +43,8 @@ def _call_quiet(fn, *args):
 def _expect_float64(value, what):
     """A float32 (or float16) result for float64 inputs is named as a dtype problem, even when it
     is within the tolerance: it keeps only about 7 digits of a parameter that moves by 1e-3."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+    dtype = low_precision(value)
+    if dtype is not None:
         raise CheckFailed(f"{what} is {dtype}, but the inputs are float64",
                           hint=f"a dtype problem, not a formula problem: no .astype(np.{dtype}) and "
                                f"no np.zeros(..., dtype=np.{dtype}); compute in the inputs' dtype")
@@ -109,6 +113,8 @@ def _momentum_case(fn, p, g, vel, lr, mu):
         (vel, "return the NEW velocity, not the one you were given"),
         (g, "the new velocity is momentum * velocity + grad: the old velocity is missing"),
     ]
+    if mu == 0 and np.array_equal(got[1], vel):
+        return      # momentum 0: plain SGD, no velocity kept (as course_lib's SGD and PyTorch)
     diagnose(got[1], want_v, velocity_mistakes, _MOMENTUM_HINT, what="`new_velocity`")
 
 
@@ -128,6 +134,7 @@ def check_sgd_momentum_step(fn):
             p, g, vel = (rng.standard_normal(shape) for _ in range(3))
             _momentum_case(fn, p, g, vel, lr, mu)
     with stage("momentum 0 is plain SGD; a zero gradient still moves (the ball rolls on)"):
+        # at momentum 0 new_velocity may be grad (the formula) or the old velocity unchanged
         p, g, vel = (rng.standard_normal((3, 3)) for _ in range(3))
         _momentum_case(fn, p, g, vel, 0.1, 0.0)
         _momentum_case(fn, p, np.zeros_like(g), vel, 0.1, 0.9)
@@ -177,6 +184,12 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
          "eps, which keeps the step finite where v_hat is tiny"),
         (lambda: step(mh, vh, inside=True), "eps is inside the square root: the course (and "
          "PyTorch) divide by sqrt(v_hat) + eps, with eps added after the root"),
+        (lambda: p - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m1 / (np.sqrt(v1) + eps),
+         "this is Keras's Adam (and the Adam paper's 'efficient' form): lr_t = lr * sqrt(1 - "
+         "beta2 ** t) / (1 - beta1 ** t), param - lr_t * m / (sqrt(v) + eps). It adds eps to "
+         "sqrt(v) before v's bias correction, which is this course's formula with eps / sqrt(1 - "
+         "beta2 ** t) for eps (about 32 times larger at t = 1 with beta2 = 0.999). The course, like PyTorch, adds eps to "
+         "sqrt(v_hat): param - lr * m_hat / (sqrt(v_hat) + eps)"),
         (lambda: p - lr * mh / (vh + eps), "the square root of v_hat is missing in the "
                                           "denominator"),
         (lambda: p + lr * mh / (np.sqrt(vh) + eps), "the step goes uphill: subtract it"),
@@ -315,6 +328,10 @@ def _clip_result(fn, grads, max_norm):
                           f"{_short(result)}, expected a pair (clipped, norm)",
                           hint="end with `return clipped, norm`")
     clipped, norm = result
+    if clipped is grads:
+        raise CheckFailed("`clipped` is the dict `grads` you were given, not a new dict",
+                          hint="return a new dict, also when nothing is scaled (the statement asks "
+                               "for one): a caller that changes `clipped` must not change `grads`")
     if not isinstance(clipped, dict):
         raise CheckFailed(f"`clipped` is a {type(clipped).__name__}, expected a dict with the keys "
                           f"of grads", hint="build it as {name: g * scale for name, g in grads.items()}")
