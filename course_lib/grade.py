@@ -12,6 +12,8 @@ that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, 
 status:
 
     passed / failed / not done   what the checker recorded ($COURSE_LIB_RESULTS; the last call wins)
+    library call                 the checker found that the learner's function calls course_lib's
+                                 own version of the exercise (the message names it): not a pass
     error                        the notebook stopped inside the exercise's cells (raised, time or
                                  memory limit), so the checker had nothing to say
     not reached                  the checker never ran: an earlier cell stopped the notebook, or the
@@ -27,6 +29,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
+from .checks.core import LIBRARY_CALL
 from .sandbox import run_notebook
 
 COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message")
@@ -89,7 +92,7 @@ def find_class(path) -> dict[str, list[Path]]:
 
 def _from_record(record) -> tuple[str, str, str]:
     status = record.get("status")
-    if status not in ("passed", "failed", "not done"):
+    if status not in ("passed", "failed", "not done", LIBRARY_CALL):
         return "error", "", f"the checker recorded an unknown status {status!r}"
     message = record.get("message") or ""
     if record.get("hint"):
@@ -153,7 +156,7 @@ def write_csv(rows: list[dict], out) -> None:
 def _where(row: dict) -> str:
     """A row's status, with the stage and message when they tell a learner what to do next."""
     text = row["status"] + (f" [{row['stage']}]" if row["stage"] else "")
-    if row["status"] in ("failed", "error", "not reached") and row["message"]:
+    if row["status"] in ("failed", LIBRARY_CALL, "error", "not reached") and row["message"]:
         text += f": {row['message']}"
     return text
 

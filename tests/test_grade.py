@@ -159,6 +159,29 @@ def test_real_notebook_one_learner(tmp_path, capsys):
     assert re.search(r"\n  Exercise 1\.4 a central-difference derivative +passed\n", printed)
 
 
+def test_a_function_that_calls_the_library_is_marked(tmp_path, capsys):
+    """Exercise 1.5 handed to cl.gradcheck.numerical_gradient: its own status in the CSV (the
+    columns as before), named in the message; the other exercises as they were."""
+    nb = small_notebook()
+    cell = solution_cell(nb, "Exercise 1.5")
+    cell.source = ("def numerical_gradient(f, x, h=1e-5):\n"
+                   "    return cl.gradcheck.numerical_gradient(f, x, h)")
+    path = write(nb, tmp_path / "gus")
+    out = tmp_path / "report.csv"
+    assert main(["grade", str(path), "--out", str(out), "--timeout", "120", "--no-progress"]) == 0
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = {r["exercise"]: r for r in csv.DictReader(f)}
+    assert list(next(iter(rows.values()))) == list(grade.COLUMNS)
+    row = rows["Exercise 1.5"]
+    assert row["status"] == "library call" and row["stage"]
+    assert row["message"].startswith("your function calls course_lib.gradcheck.numerical_gradient")
+    assert all(rows[e]["status"] == "passed" for e in EXERCISES if e != "Exercise 1.5")
+    printed = capsys.readouterr().out
+    assert "gus  3/4" in printed
+    assert re.search(r"Exercise 1\.5 numerical gradients of arrays +library call \[.+\]: your "
+                     r"function calls course_lib\.gradcheck\.numerical_gradient", printed)
+
+
 @pytest.mark.parametrize("make_args, says", [
     (lambda d: [str(d / "missing")], "does not exist"),
     (lambda d: [str(d / "notes.txt")], "is not a notebook"),

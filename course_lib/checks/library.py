@@ -15,7 +15,8 @@ How calls are seen: a plain Python function by its code object, through a profil
 function (sys.setprofile) that is on only while the learner's function runs; a Numba
 kernel (a compiled dispatcher, which Python's profiler never sees) by giving the
 dispatcher object, for that time, a subclass of its class that records each call. The
-object stays the same, so every reference to it records.
+object stays the same, so every reference to it records. The call is stopped before the
+library's code runs: a kernel given arrays of the wrong layout could crash the process.
 """
 import contextlib
 import functools
@@ -128,6 +129,7 @@ def _recording_class(cls):
             solution = _listeners.get(id(self))
             if solution is not None and _active:
                 _active[0].append(solution)
+                raise HandedToLibrary(solution)
             return cls.__call__(self, *args, **kwargs)
         _RECORDING_CLASSES[cls] = type(cls.__name__, (cls,), {"__call__": __call__,
                                                               "__module__": cls.__module__})
@@ -153,6 +155,7 @@ def _recording(sols):
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in by_code:
             calls.append(by_code[frame.f_code])
+            raise HandedToLibrary(by_code[frame.f_code])    # (Python then turns profiling off)
 
     # a profiler already running (%prun) is left alone: only the kernels are watched then
     profiling = by_code and sys.getprofile() is None
