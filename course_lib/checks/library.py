@@ -5,11 +5,13 @@ A checker names the course_lib functions that do its exercise:
     @checker("Exercise 5.3", "LayerNorm backward", library=["kernels.layernorm_backward"])
 
 (a kernel brings its NumPy twin, kernels.numpy_ref.layernorm_backward, along). While the
-learner's function runs, every call to one of them is recorded, however the function
-reached it: an attribute chain through `cl`, a name imported into the notebook, a
-closure, a default argument, a dict, or the learner's function being the kernel itself.
-Then the check fails, naming what was called. Other course_lib functions stay allowed:
-Exercise 10.2's block backward may call cl.kernels.layernorm_backward.
+learner's function runs, a call to one of them is stopped and recorded, however the
+function reached it: an attribute chain through `cl`, a name imported into the notebook,
+a closure, a default argument, a dict, or the learner's function being the kernel itself.
+The check fails, naming what was called. Other course_lib functions stay allowed:
+Exercise 10.2's block backward may call cl.kernels.layernorm_backward. (Whatever runs
+inside the learner's function counts, so a checker must not pass it a callable that uses
+the exercise's own kernel.)
 
 How calls are seen: a plain Python function by its code object, through a profile
 function (sys.setprofile) that is on only while the learner's function runs; a Numba
@@ -54,8 +56,9 @@ class Solution:
         self.message = message or f"your function calls {self.name}, {what}"
         self.hint = hint or _HINT
 
+    @functools.cached_property
     def target(self):
-        """The object the path names (imported on first use: checks load before kernels)."""
+        """The object the path names (found on first use: checks load before kernels)."""
         parts = self.path.split(".")
         for i in range(len(parts), 0, -1):
             try:
@@ -83,12 +86,13 @@ def solutions(entries):
 
 
 def watched(fn, entries):
-    """fn, but raising HandedToLibrary after a call in which it called one of `entries`."""
-    sols = solutions(entries)
+    """fn, but raising HandedToLibrary when it calls one of `entries` (at that call; or when it
+    returns, if fn caught the exception)."""
+    targets = _targets(solutions(entries))
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        with _recording(sols) as calls:
+        with _recording(*targets) as calls:
             try:
                 result = fn(*args, **kwargs)
             except Exception:
@@ -136,20 +140,25 @@ def _recording_class(cls):
     return _RECORDING_CLASSES[cls]
 
 
-@contextlib.contextmanager
-def _recording(sols):
-    """Record calls to the solutions' targets while inside; yields the list of calls (Solutions).
-    A recording inside another one (a learner's function calling another) shares it."""
-    if _active:
-        yield _active[0]
-        return
+def _targets(sols):
+    """({code object: Solution}, {id: (dispatcher, Solution)}): what _recording watches."""
     by_code, dispatchers = {}, {}
     for sol in sols:
-        obj = sol.target()
+        obj = sol.target
         for code in _code_objects(obj):
             by_code.setdefault(code, sol)
         if _is_dispatcher(obj):
             dispatchers.setdefault(id(obj), (obj, sol))
+    return by_code, dispatchers
+
+
+@contextlib.contextmanager
+def _recording(by_code, dispatchers):
+    """Stop and record calls of the watched code objects and dispatchers while inside; yields
+    the list of calls (Solutions). A recording inside another one shares it."""
+    if _active:
+        yield _active[0]
+        return
     calls = []
 
     def profile(frame, event, arg):

@@ -152,9 +152,10 @@ _DROPPED_M_HINT = ("you took m out but did not add it back: lse = m + log(sum(ex
 _GLOBAL_MAX_HINT = ("one maximum for the whole array: use each row's maximum, z.max(axis=1, "
                     "keepdims=True). With m = z.max() a row far below the largest logit of the array "
                     "has exp(z - m) = 0 in every entry, and log(0) = -inf")
-_UNDERFLOW_HINT = ("log of a probability that rounds to 0: p = exp(-1000) / ... is 0.0 in floating point "
-                   "and log(0) = -inf, even with a stable softmax. Never take log(softmax(z)); compute "
-                   "log p_y = z_y - logsumexp(z) directly, which stays finite (here about -1000)")
+_UNDERFLOW_HINT = tiered("log of a probability that rounds to 0: p = exp(-1000) / ... is 0.0 in "
+                         "floating point and log(0) = -inf, even with a stable softmax. Never take "
+                         "log(softmax(z)); compute log p_y from the logits directly, which stays "
+                         "finite (here about -1000)", "log p_y = z_y - logsumexp(z)")
 
 
 def _global_max_loss(z, y):
