@@ -62,6 +62,8 @@ def _run(fn, *args, matmul_hint=None, row_dot=False, broadcast_hint=None):
         with np.errstate(all="ignore"):
             result = call(fn, *args)
     except CheckFailed as e:
+        if "one dtype" in e.message:        # a kernel refused mixed dtypes: core's hint says so
+            raise
         product = any(op in _failing_line(e.message) for op in ("@", "dot(", "inner(", "matmul("))
         if row_dot and ("matmul" in e.message or "not aligned" in e.message
                         or ("broadcast" in e.message and product)):

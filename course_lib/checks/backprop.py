@@ -94,7 +94,7 @@ def _run(fn, *args, matmul_hint=None):
             return call(fn, *args)
     except CheckFailed as e:
         if matmul_hint and ("matmul" in e.message or "not aligned" in e.message
-                            or "broadcast" in e.message):
+                            or "broadcast" in e.message) and "one dtype" not in e.message:
             raise CheckFailed(e.message, matmul_hint) from None
         raise
 

@@ -17,6 +17,11 @@ A hint that would hand out the answer comes in two tiers, tiered(idea, formula):
 at the first failure, the formula from the next failure with the same idea in this
 process. A checker's `library` lists course_lib's own versions of its exercise: a
 learner's function that calls one fails, and the report names it (see library.py).
+
+Dtypes and numbers: a torch tensor (or another library's array) is refused with a message; a
+float32 result for float64 inputs fails even when it is within the tolerance (call() notes
+it); a kernel that refuses arrays of two dtypes gets a hint that says which inputs had which;
+a float64 result right to about 1e-8 but not to the tolerance gets "a constant is rounded".
 """
 import collections
 import contextlib

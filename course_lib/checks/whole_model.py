@@ -21,13 +21,17 @@ one of the three paths Q, K, V from x to the attention left out, W_qkv stacked i
 order than Q | K | V, W_o not transposed, the two LayerNorms' caches swapped, a LayerNorm's
 gamma left out or taken from the other LayerNorm. Otherwise the first wrong parameter gradient
 in backward order says between which stations the bug sits. A function that calls
-Block.backward, what the exercise rebuilds, fails (core's `library`).
+Block.backward, what the exercise rebuilds, fails (core's `library`). A last stage runs a
+float32 block, the course model's dtype: its gradients must be float32 (an array made in
+float64 reaches a kernel, which names the two dtypes, and core's call() says which is whose).
 
 Model: the expected gradients come from course_lib's model.backward() on small float64
 models (post-LN like the course model, then a GPT-2 style pre-LN model with a tied head and
-learned positions). Named: a tied embedding's gradient that holds only one of its two shares,
-the head's share transposed, dlogits not divided by the number of scored rows, the blocks
-taken in forward order. A function that calls model.backward or its helpers fails.
+learned positions), every LayerNorm's gamma and beta (ln_f's too) moved away from 1 and 0.
+Named: a tied embedding's gradient that holds only one of its two shares, the head's share
+transposed, dlogits not divided by the number of scored rows, the blocks taken in forward
+order, a LayerNorm backward without its gamma. A function that calls model.backward or its
+helpers fails.
 """
 import copy
 from itertools import permutations
