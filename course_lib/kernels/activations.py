@@ -5,7 +5,7 @@ Shapes: h, y (N, F).
 import numpy as np
 
 from ._fast.jit import kernel
-from ._fast.exp import exp
+from ._fast.tanh import tanh
 from .numpy_ref import GELU_A, GELU_B
 
 
@@ -39,36 +39,45 @@ def relu_backward(dy, h):
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3).
 
-    Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
-    one vectorised exp per element. Backward needs only h: it recomputes sigma(2u).
+    tanh is _fast/tanh.py's, which runs on the vector lanes in float32 (libm's in float64).
 
     NumPy twin: numpy_ref.gelu_forward.
     """
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
-    minus_2a, b, one = f(-2.0 * GELU_A), f(GELU_B), f(1.0)
+    a, ab, half = f(GELU_A), f(GELU_A * GELU_B), f(0.5)
     y = np.empty_like(h)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
             x = h[i, j]
-            y[i, j] = x / (one + exp(minus_2a * (x + b * x * x * x)))   # exp = inf for very negative x: y = 0
+            t = tanh(x * (a + ab * x * x))
+            hx = half * x
+            y[i, j] = hx + hx * t
     return y
 
 
 @kernel
-def gelu_backward(dy, h):
-    """dh = dy * [s + 2 h s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 h^2)],  s = sigma(2u) = 0.5 (1 + tanh(u)).
+def gelu_backward(dy, h, y=None):
+    """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
 
-    (The tanh form: 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h) with t = 2 s - 1.)
+    (The tanh form 0.5 (1 + t) + 0.5 h (1 - t^2) u' with s = (1 + t) / 2.) y: the forward's
+    output, if at hand (the model keeps it): since y = h s, then s = y / h and h s = y, and no
+    tanh is computed again. At |h| < 1e-20 (y might lose digits there) s is GELU'(0) = 0.5.
 
     NumPy twin: numpy_ref.gelu_backward.
     """
     f = h.dtype.type
-    minus_2a, a, b, one, two = f(-2.0 * GELU_A), f(GELU_A), f(GELU_B), f(1.0), f(2.0)
+    a, ab, a3b, half, one, two = f(GELU_A), f(GELU_A * GELU_B), f(3.0 * GELU_A * GELU_B), f(0.5), f(1.0), f(2.0)
+    tiny = f(1e-20)
     dh = np.empty_like(dy)
     for i in range(h.shape[0]):
         for j in range(h.shape[1]):
             x = h[i, j]
-            s = one / (one + exp(minus_2a * (x + b * x * x * x)))
-            du = a * (one + f(3.0) * b * x * x)
-            dh[i, j] = dy[i, j] * (s + two * x * s * (one - s) * du)
+            if y is None:
+                s = half + half * tanh(x * (a + ab * x * x))
+                hs = x * s
+            else:
+                hs = y[i, j]
+                s = half if abs(x) < tiny else hs / x
+            du = a + a3b * x * x
+            dh[i, j] = dy[i, j] * (s + two * hs * (one - s) * du)
     return dh
