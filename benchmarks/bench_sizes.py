@@ -1,7 +1,13 @@
-"""Training-step benchmark at three sizes: course_lib, PyTorch eager and plain NumPy, side by side.
+"""Training-step benchmark at three sizes: course_lib, PyTorch and plain NumPy, side by side.
 
     python benchmarks/bench_sizes.py                 # all sizes
     python benchmarks/bench_sizes.py --sizes tiny    # one size; --repeats, --no-start, --no-memory
+    python benchmarks/bench_sizes.py --pytorch eager # only the eager anchor (no 20 s compiles)
+
+PyTorch runs three ways (--pytorch): eager, the reference model of course_lib.torch_reference
+(the speed-ups are against it); sdpa, the same model with F.scaled_dot_product_attention, as
+PyTorch users write attention; compile, the sdpa model under torch.compile (inductor), whose
+compilation happens before the timing.
 
 A step is loss + backward + Adam. Each implementation runs in a worker process of its own
 and the rounds alternate between them (A, B, C, A, B, C, ...), so that they share the
@@ -97,17 +103,23 @@ def course_lib_step(size, backend="numba"):
     return step
 
 
-def torch_step(size):
+PYTORCH = {"eager": "pytorch", "sdpa": "pytorch-sdpa", "compile": "pytorch-compile"}   # --pytorch: worker name
+
+
+def torch_step(size, variant="eager"):
+    """PyTorch's step: variant "eager" (the reference model), "sdpa" or "compile" (see the top)."""
     import torch
     import course_lib as cl
     from course_lib.torch_reference import TorchTransformer
-    ref = TorchTransformer(cl.Transformer(make_config(size), seed=0))
+    ref = TorchTransformer(cl.Transformer(make_config(size), seed=0),
+                           attention="manual" if variant == "eager" else "sdpa")
     opt = torch.optim.Adam(ref.parameters(), lr=1e-4)
-    tokens, targets = make_batch(size)
+    tokens, targets = (torch.as_tensor(np.asarray(a, dtype=np.int64)) for a in make_batch(size))
+    loss = torch.compile(ref.tensor_loss) if variant == "compile" else ref.tensor_loss
 
     def step():
         opt.zero_grad(set_to_none=True)
-        ref.loss(tokens, targets).backward()
+        loss(tokens, targets).backward()
         opt.step()
     return step
 
@@ -116,8 +128,9 @@ def make_round(implementation, size, overrides=None):
     """In a worker: implementation's step at this size (SIZES[size] updated by overrides), run twice.
     -> run(inner): seconds per step over inner steps."""
     SIZES[size] = dict(SIZES[size], **(overrides or {}))
-    if implementation == "pytorch":
-        step = torch_step(size)
+    if implementation.startswith("pytorch"):
+        variant = {name: v for v, name in PYTORCH.items()}[implementation]
+        step = torch_step(size, variant)
     else:
         step = course_lib_step(size, backend="numpy" if implementation == "numpy" else "numba")
     step()
@@ -125,11 +138,12 @@ def make_round(implementation, size, overrides=None):
     return lambda inner: _timed(lambda: [step() for _ in range(inner)]) / inner
 
 
-def bench_size(size, repeats, with_numpy=True):
+def bench_size(size, repeats, with_numpy=True, pytorch=("eager", "sdpa", "compile")):
     import course_lib as cl
     cfg = make_config(size)
     spec = SIZES[size]
-    with started(make_round, ["course_lib", "pytorch"] + (["numpy"] if with_numpy else []), size) as workers:
+    names = ["course_lib"] + [PYTORCH[v] for v in pytorch] + (["numpy"] if with_numpy else [])
+    with started(make_round, names, size) as workers:
         inner = max(1, int(0.2 / max(1e-4, min(workers["course_lib"](1) for _ in range(3)))))   # ~0.2 s a round
         times = alternate(workers, repeats, inner)
     flops = step_flops(cfg, spec["batch"], spec["seq"])
@@ -171,6 +185,8 @@ def main():
     ap.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds per size (default 7)")
     ap.add_argument("--no-numpy", action="store_true", help="skip the plain NumPy reference")
+    ap.add_argument("--pytorch", nargs="+", choices=list(PYTORCH), default=list(PYTORCH),
+                    help="PyTorch anchors (default: all three; speed-ups are against eager)")
     ap.add_argument("--no-start", action="store_true", help="skip cold/warm start measurements")
     ap.add_argument("--no-memory", action="store_true", help="skip the GPT-2 small T=1024 memory check")
     ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: all cores)")
@@ -182,7 +198,7 @@ def main():
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s")
     for size in args.sizes:
         try:
-            r = bench_size(size, args.repeats, with_numpy=not args.no_numpy)
+            r = bench_size(size, args.repeats, with_numpy=not args.no_numpy, pytorch=args.pytorch)
         except WorkerError as err:
             print(f"\n{size}: failed: {str(err).strip()[-500:]}")
             continue
@@ -191,10 +207,13 @@ def main():
               f"median and min of {args.repeats} interleaved rounds of {r['inner']} steps)")
         for name in r["median"]:
             med = r["median"][name]
-            ratio = (f"  speed-up vs PyTorch {r['median']['pytorch'] / med:5.2f}x"
-                     if "pytorch" in r["median"] and name != "pytorch" else "")
-            print(f"  {name:<11} {med * 1e3:10.2f} ms (min {r['min'][name] * 1e3:9.2f})  "
-                  f"{r['flops'] / med / 1e9:6.1f} GFLOP/s = {r['flops'] / med / 1e9 / peak:5.1%} of peak{ratio}")
+            print(f"  {name:<15} {med * 1e3:10.2f} ms (min {r['min'][name] * 1e3:9.2f})  "
+                  f"{r['flops'] / med / 1e9:6.1f} GFLOP/s = {r['flops'] / med / 1e9 / peak:5.1%} of peak")
+        for name in r["median"]:
+            if not name.startswith("pytorch"):
+                print(f"  {name} speed-up (medians / minima):" + ",".join(
+                    f" vs {other} {r['median'][other] / r['median'][name]:.2f}x / {r['min'][other] / r['min'][name]:.2f}x"
+                    for other in r["median"] if other.startswith("pytorch")))
     if not args.no_start:
         with tempfile.TemporaryDirectory() as cache:
             cold = child("tiny", cache)

@@ -6,10 +6,13 @@
 The steps are bench_sizes' own (loss + backward + Adam), each library in a worker process
 of its own (workers.py). course_lib runs on a copy of its kernel module whose functions are
 timed call by call; what is left of the step is Python between the kernels (and the input
-checks). PyTorch is read by torch.profiler (self CPU time per op). Both also report page
-faults and system time per step: memory the step allocates fresh from the system is paid
-for there. Profiling adds about a microsecond a call, so the course model's step looks a
-little slower than in bench_sizes.
+checks). The timers' own cost outside the timed calls (measured on an empty call, about half
+a microsecond a call) is a row of its own, not part of Python's. PyTorch is read by
+torch.profiler (self CPU time per op). Both also report page faults and system time per step:
+memory the step allocates fresh from the system is paid for there. Profiling adds about a
+microsecond a call, so the course model's step looks a little slower than in bench_sizes.
+course_lib's report ends with the issue-25 figures: attention's share of the step, GELU's
+time per element (forward and backward together), and Python between the kernels plus Adam.
 """
 import argparse
 import collections
@@ -24,11 +27,12 @@ from workers import started
 
 
 class TimedKernels(types.SimpleNamespace):
-    """The functions of a kernel module, each call's time added to seconds[name]."""
+    """The functions of a kernel module, each call's time added to seconds[name] (and the size of
+    its first argument to elements[name])."""
 
     def __init__(self, module):
         super().__init__()
-        self.seconds, self.calls = collections.Counter(), collections.Counter()
+        self.seconds, self.calls, self.elements = collections.Counter(), collections.Counter(), collections.Counter()
         for name in dir(module):
             value = getattr(module, name)
             setattr(self, name, self._timed(name, value) if callable(value) and not isinstance(value, type) else value)
@@ -41,7 +45,22 @@ class TimedKernels(types.SimpleNamespace):
             finally:
                 self.seconds[name] += time.perf_counter() - t0
                 self.calls[name] += 1
+                self.elements[name] += getattr(args[0], "size", 0) if args else 0
         return call
+
+    def clear(self):
+        for counter in (self.seconds, self.calls, self.elements):
+            counter.clear()
+
+    def overhead(self, n=20000):
+        """Seconds a timed call costs outside its own timer (measured on an empty function)."""
+        module = types.ModuleType("probe")
+        module.empty = lambda *args: None
+        probe = TimedKernels(module)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            probe.empty(None)
+        return max(0.0, (time.perf_counter() - t0 - probe.seconds["empty"]) / n)
 
 
 def profile_course_lib(size, steps):
@@ -65,15 +84,29 @@ def profile_course_lib(size, steps):
         opt.step(grads)
         adam[0] += time.perf_counter() - t0
     step()
-    timed.seconds.clear()
-    timed.calls.clear()
+    timed.clear()
     adam[0] = 0.0
     wall, usage = _run(step, steps)
     rows = {name: s / steps for name, s in timed.seconds.items()}
-    rows["Adam (optim.adam_update_all)"] = adam[0] / steps
+    rows["Adam (optimiser step)"] = adam[0] / steps
+    rows["profiling: the timers' own cost"] = timed.overhead() * sum(timed.calls.values()) / steps
     rows["the rest: Python between the kernels"] = np.sum(wall) / steps - sum(rows.values())
     calls = {name: n / steps for name, n in timed.calls.items()}
+    calls["gelu elements"] = timed.elements["gelu_forward"] / steps
     return float(np.median(wall)), rows, calls, *usage
+
+
+def targets(rows, calls):
+    """The issue-25 figures of a course_lib profile (shares of the mean step, which the rows add up to)."""
+    wall = sum(rows.values())
+    attention = sum(s for name, s in rows.items() if name.startswith("attention"))
+    gelu = rows.get("gelu_forward", 0.0) + rows.get("gelu_backward", 0.0)
+    fixed = rows["Adam (optimiser step)"] + rows["the rest: Python between the kernels"]
+    line = (f"  attention (forward + backward) {attention * 1e3:.2f} ms = {attention / wall:.1%} of the step; "
+            f"Python between the kernels + Adam {fixed * 1e3:.3f} ms")
+    if calls.get("gelu elements"):
+        line += f"; GELU {gelu / calls['gelu elements'] * 1e9:.2f} ns per element (forward + backward)"
+    return line
 
 
 def profile_torch(size, steps):
@@ -110,6 +143,8 @@ def report(name, wall, rows, calls, faults, system, top):
         print(f"  {key[:44]:<44} {seconds * 1e3:9.3f} ms  {seconds / wall:6.1%}  {n}")
     if len(ranked) > top:
         print(f"  {len(ranked) - top} more, together {sum(s for _, s in ranked[top:]) * 1e3:.3f} ms")
+    if "Adam (optimiser step)" in rows:
+        print(targets(rows, calls))
 
 
 def make_profile(implementation, size):

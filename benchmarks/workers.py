@@ -25,7 +25,8 @@ import traceback
 SETTLE = 0.3    # idle BLAS / OpenMP threads spin for ~0.1 s after their last call
 
 # PyTorch imports course_lib for its starting parameters: without this it would get course_lib's malloc settings.
-ENVIRONMENT = {"pytorch": {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}}
+ENVIRONMENT = {name: {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}
+               for name in ("pytorch", "pytorch-sdpa", "pytorch-compile")}
 
 
 class WorkerError(RuntimeError):
@@ -107,7 +108,7 @@ def started(factory, names, *args):
             try:
                 workers[name] = Worker(factory, name, *args, env=ENVIRONMENT.get(name))
             except ImportError:
-                if name != "pytorch":
+                if not name.startswith("pytorch"):
                     raise
         yield workers
     finally:

@@ -165,7 +165,7 @@ class Block:
         if rows is not None:
             dqkv = self.kernels.attention_rows_backward(dheads, qkv, att, rows)
         else:
-            dqkv = self.kernels.attention_backward(dheads.reshape(B, T, -1), qkv, att)
+            dqkv = self.kernels.attention_backward(dheads.reshape(B, T, -1), qkv, att, self.config.causal)
         return dqkv.reshape(B * T, -1)
 
     # ----- feed-forward: relu/gelu(x W1 + b1) W2 + b2 -------------------------------
@@ -180,7 +180,7 @@ class Block:
     def ffn_backward(self, dy, s, grads):
         k, params, ff, h = self.kernels, self.params, self.prefix + "ffn.", s["ffn.h"]
         da, grads[ff + "w2"], grads[ff + "b2"] = k.linear_backward(dy, s["ffn.a"], params[ff + "w2"], True)
-        dh = k.relu_backward(da, h) if self.config.activation == "relu" else k.gelu_backward(da, h)
+        dh = k.relu_backward(da, h) if self.config.activation == "relu" else k.gelu_backward(da, h, s["ffn.a"])
         dx, grads[ff + "w1"], grads[ff + "b1"] = k.linear_backward(dh, s["ffn.x"], params[ff + "w1"], True)
         return dx
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .kernels._fast.jit import kernel
+from .kernels._fast.threads import split_work
 
 
 @kernel
@@ -60,11 +61,35 @@ def _check_number(name, value, low=0.0, high=None, low_open=False):
     return float(value)
 
 
-@kernel
-def adam_update_all(ps, gs, ms, vs, lr, beta1, beta2, eps, weight_decay, decoupled, step):
-    """adam_update on every array of the tuples: one call per step instead of one per parameter."""
+@kernel(nogil=True)
+def adam_update_all(ps, gs, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, first, last):
+    """adam_update on the elements first..last-1 of all parameters laid end to end: ps, gs tuples
+    of flat arrays, m, v one flat array each. One call per step instead of one per parameter
+    (two, each on half the elements, from split_work for large models)."""
+    start = 0
     for i in range(len(ps)):
-        adam_update(ps[i], gs[i], ms[i], vs[i], lr, beta1, beta2, eps, weight_decay, decoupled, step)
+        end = start + ps[i].size
+        lo, hi = max(first, start), min(last, end)
+        if lo < hi:
+            adam_update(ps[i][lo - start:hi - start], gs[i][lo - start:hi - start], m[lo:hi], v[lo:hi],
+                        lr, beta1, beta2, eps, weight_decay, decoupled, step)
+        start = end
+
+
+SPLIT_MIN = 1 << 20     # parameters from which Adam runs on two threads (below, handing over costs more)
+
+
+def _zeros_end_to_end(params):
+    """(flat zeros, dict of views into it in params' shapes) when all params share a dtype, else
+    (None, dict of separate zeros). The views keep an optimiser's state readable by name."""
+    if len({p.dtype for p in params.values()}) > 1:
+        return None, {k: np.zeros_like(p) for k, p in params.items()}
+    flat = np.zeros(sum(p.size for p in params.values()), dtype=next(iter(params.values())).dtype)
+    views, start = {}, 0
+    for k, p in params.items():
+        views[k] = flat[start:start + p.size].reshape(p.shape)
+        start += p.size
+    return flat, views
 
 
 class Optimizer:
@@ -175,8 +200,8 @@ class Adam(Optimizer):
         self.betas = (_check_number("beta1", betas[0], 0.0, 1.0), _check_number("beta2", betas[1], 0.0, 1.0))
         self.eps = _check_number("eps", eps, low_open=True)
         self.weight_decay = _check_number("weight_decay", weight_decay)
-        self.m = {k: np.zeros_like(p) for k, p in params.items()}
-        self.v = {k: np.zeros_like(p) for k, p in params.items()}
+        self._m_flat, self.m = _zeros_end_to_end(params)
+        self._v_flat, self.v = _zeros_end_to_end(params)
 
     def hparams(self):
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
@@ -189,8 +214,12 @@ class Adam(Optimizer):
         ps, ms, vs = self._flat(self.m, self.v)
         self.t += 1
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
-        if len({p.dtype for p in ps}) == 1:      # one kernel call for all parameters
-            adam_update_all(ps, gs, ms, vs, *hyper)
+        if self._m_flat is not None:            # one dtype: one kernel call over all parameters
+            n = self._m_flat.size
+            if n >= SPLIT_MIN:
+                split_work(adam_update_all, n, ps, gs, self._m_flat, self._v_flat, *hyper)
+            else:
+                adam_update_all(ps, gs, self._m_flat, self._v_flat, *hyper, 0, n)
         else:
             for arrays in zip(ps, gs, ms, vs):
                 adam_update(*arrays, *hyper)

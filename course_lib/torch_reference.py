@@ -2,6 +2,9 @@
 
 `TorchTransformer(model)` copies a course_lib model's parameters; `loss(tokens, targets)`
 and the parameters' `.grad` then compare one to one with course_lib's.
+`TorchTransformer(model, attention="sdpa")` computes attention with
+F.scaled_dot_product_attention, as PyTorch users write it (the benchmarks' second anchor);
+`tensor_loss` takes tensors, for torch.compile (the third).
 """
 import math
 
@@ -17,7 +20,10 @@ from .kernels import IGNORE, sinusoidal_table
 
 
 class TorchTransformer:
-    def __init__(self, model):
+    def __init__(self, model, attention="manual"):
+        if attention not in ("manual", "sdpa"):
+            raise ValueError(f"attention must be 'manual' or 'sdpa', got {attention!r}")
+        self.attention = attention
         self.cfg = cfg = model.config
         dtype = getattr(torch, cfg.dtype)
         self.params = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in model.params.items()}
@@ -42,11 +48,14 @@ class TorchTransformer:
             y = x @ params[p + "w_" + w]
             return y + params[p + "b_" + w] if cfg.attn_bias else y
         q, k, v = (proj(w).view(B, T, H, D).transpose(1, 2) for w in "qkv")
-        s = q @ k.transpose(-1, -2) / math.sqrt(D)
-        if cfg.causal:
-            s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        a = torch.softmax(s, dim=-1)
-        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ params[p + "w_o"]
+        if self.attention == "sdpa":
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal)
+        else:
+            s = q @ k.transpose(-1, -2) / math.sqrt(D)
+            if cfg.causal:
+                s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+            heads = torch.softmax(s, dim=-1) @ v
+        o = heads.transpose(1, 2).reshape(B, T, C) @ params[p + "w_o"]
         return o + params[p + "b_o"] if cfg.attn_bias else o
 
     def _ffn(self, p, x):
@@ -64,8 +73,11 @@ class TorchTransformer:
         return x + fx if cfg.use_residual else fx
 
     def forward(self, tokens):
+        return self.tensor_forward(torch.as_tensor(np.asarray(tokens, dtype=np.int64)))
+
+    def tensor_forward(self, tokens):
+        """tokens: an int64 tensor (B, T) -> logits (B, T, V)."""
         cfg, params = self.cfg, self.params
-        tokens = torch.as_tensor(np.asarray(tokens, dtype=np.int64))
         T = tokens.shape[1]
         x = params["tok_emb"][tokens]
         if cfg.positional == "learned":
@@ -86,9 +98,13 @@ class TorchTransformer:
         return logits + params["head.b"] if "head.b" in params else logits
 
     def loss(self, tokens, targets):
-        logits = self.forward(tokens)
-        t = torch.as_tensor(np.asarray(targets, dtype=np.int64))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), ignore_index=IGNORE)
+        return self.tensor_loss(torch.as_tensor(np.asarray(tokens, dtype=np.int64)),
+                                torch.as_tensor(np.asarray(targets, dtype=np.int64)))
+
+    def tensor_loss(self, tokens, targets):
+        """tokens, targets: int64 tensors (B, T) -> the mean cross-entropy (a scalar tensor)."""
+        logits = self.tensor_forward(tokens)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
 
     def grads(self):
         return {k: v.grad.detach().numpy() for k, v in self.params.items()}

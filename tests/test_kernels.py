@@ -117,6 +117,23 @@ def test_gelu_including_large_inputs():
     assert_all_small(check_op(K.gelu_forward, lambda dy: {"h": K.gelu_backward(dy, h)}, {"h": h}))
 
 
+def test_gelu_backward_reads_tanh_from_the_forward_output():
+    h = randn(6, 7, scale=2.0)
+    h[0, :6] = [0.0, -0.0, 1e-30, -12.0, 30.0, -5.0]
+    y = K.gelu_forward(h)
+    assert_all_small(check_op(K.gelu_forward, lambda dy: {"h": K.gelu_backward(dy, h, y)}, {"h": h}))
+    dy = randn(6, 7)
+    np.testing.assert_allclose(K.gelu_backward(dy, h, y), K.gelu_backward(dy, h), rtol=1e-13, atol=1e-15)
+    assert K.gelu_backward(np.ones((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))[0, 0] == 0.5
+    for dtype in (np.float32, np.float64):              # two halves of rows on two threads: the same
+        from course_lib.kernels._fast.threads import blas_threads
+        big = randn(300, 301).astype(dtype)
+        with blas_threads(1):
+            one = K.gelu_forward(big), K.gelu_backward(big, big, K.gelu_forward(big))
+        np.testing.assert_array_equal(K.gelu_forward(big), one[0])
+        np.testing.assert_array_equal(K.gelu_backward(big, big, K.gelu_forward(big)), one[1])
+
+
 def test_gelu_is_the_tanh_approximation():
     h = np.linspace(-4, 4, 9)[None, :]
     y = K.gelu_forward(h)
@@ -162,8 +179,34 @@ def test_attention(causal, n_heads, T):
     def forward(qkv):
         out, tape["att"] = K.attention_forward(qkv, n_heads, causal)
         return out
-    assert_all_small(check_op(forward, lambda dy: {"qkv": K.attention_backward(dy, qkv, tape["att"])},
-                              {"qkv": qkv}))
+    for told in (False, causal):        # the backward told of the mask skips its zeros: the same gradient
+        assert_all_small(check_op(forward, lambda dy: {"qkv": K.attention_backward(dy, qkv, tape["att"], told)},
+                                  {"qkv": qkv}))
+
+
+@pytest.mark.parametrize("T", [K.attention.BLOCK, 2 * K.attention.BLOCK + 5, 3 * K.attention.BLOCK])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_in_blocks_of_rows_on_two_threads_is_the_definition_every_time(T, dtype):
+    """The BLAS path: blocks of query rows (the causal ones skipping masked keys), the (b, h) pairs
+    split over two threads. Same as the NumPy twin; bit for bit the same on one thread."""
+    from course_lib.kernels._fast.threads import blas_threads
+    B, C, H = 3, 16, 4
+    qkv = randn(B, T, 3 * C).astype(dtype)
+    dout = randn(B, T, C).astype(dtype)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for causal in (False, True):
+        out, att = K.attention_forward(qkv, H, causal)
+        ref_out, ref_att = numpy_ref.attention_forward(qkv.astype(np.float64), H, causal)
+        np.testing.assert_allclose(out, ref_out, rtol=tol, atol=tol)
+        np.testing.assert_allclose(att, ref_att, rtol=tol, atol=tol)
+        dqkv = K.attention_backward(dout, qkv, att, causal)
+        ref = numpy_ref.attention_backward(dout.astype(np.float64), qkv.astype(np.float64), ref_att)
+        np.testing.assert_allclose(dqkv, ref, rtol=tol, atol=tol)
+        with blas_threads(1):
+            out1, att1 = K.attention_forward(qkv, H, causal)
+            dqkv1 = K.attention_backward(dout, qkv, att, causal)
+        for a, b in ((out, out1), (att, att1), (dqkv, dqkv1)):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("T", [4, K.attention.BLAS_MIN_T + 1])
@@ -246,10 +289,10 @@ def test_gelu_matches_the_tanh_formula_in_both_precisions(dtype, tol):
     ref_t = np.tanh(np.sqrt(2 / np.pi) * (h64 + 0.044715 * h64 ** 3))
     assert y.dtype == dtype and np.all(np.isfinite(y))
     np.testing.assert_allclose(y, 0.5 * h64 * (1 + ref_t), atol=tol * 60, rtol=tol)
-    dh = K.gelu_backward(np.ones_like(h), h)          # d/dh of 0.5 h (1 + t)
     ref_dh = 0.5 * (1 + ref_t) + 0.5 * h64 * (1 - ref_t ** 2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * h64 ** 2)
-    assert dh.dtype == dtype and np.all(np.isfinite(dh))
-    np.testing.assert_allclose(dh, ref_dh, atol=tol * 60, rtol=tol)
+    for dh in (K.gelu_backward(np.ones_like(h), h), K.gelu_backward(np.ones_like(h), h, y)):  # d/dh of 0.5 h (1 + t)
+        assert dh.dtype == dtype and np.all(np.isfinite(dh))
+        np.testing.assert_allclose(dh, ref_dh, atol=tol * 60, rtol=tol)
 
 
 def test_scored_rows_and_id_range_checks():

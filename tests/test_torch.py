@@ -83,3 +83,14 @@ def test_long_sequences_gpt2_style_match_pytorch():
     ref = TorchTransformer(model)
     data = np.random.default_rng(0).integers(0, 30, (2, 41))
     assert_loss_and_gradients_match(model, ref, data[:, :-1], data[:, 1:])
+
+
+@needs_torch
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_sdpa_anchor_computes_the_same_model(causal, batch):
+    """The benchmarks' second PyTorch anchor (F.scaled_dot_product_attention) is the same model."""
+    cfg = small_config(dtype="float64", causal=causal, norm="pre", activation="gelu", attn_bias=True)
+    model = cl.Transformer(cfg, seed=2)
+    assert_loss_and_gradients_match(model, TorchTransformer(model, attention="sdpa"), *batch)
+    with pytest.raises(ValueError, match="'manual' or 'sdpa'"):
+        TorchTransformer(model, attention="flash")

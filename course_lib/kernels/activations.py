@@ -5,7 +5,8 @@ Shapes: h, y (N, F).
 import numpy as np
 
 from ._fast.jit import kernel
-from ._fast.exp import exp
+from ._fast.tanh import tanh
+from ._fast.threads import split_work
 from .numpy_ref import GELU_A, GELU_B
 
 
@@ -35,40 +36,70 @@ def relu_backward(dy, h):
     return dh
 
 
-@kernel
+@kernel(nogil=True)
+def _gelu_forward_rows(h, y, first, last):
+    f = h.dtype.type                    # constants in h's precision: the loop stays in float32
+    a, ab, half = f(GELU_A), f(GELU_A * GELU_B), f(0.5)
+    for i in range(first, last):
+        for j in range(h.shape[1]):
+            x = h[i, j]
+            t = tanh(x * (a + ab * x * x))
+            hx = half * x
+            y[i, j] = hx + hx * t
+
+
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3).
 
-    Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
-    one vectorised exp per element. Backward needs only h: it recomputes sigma(2u).
+    tanh is _fast/tanh.py's, which runs on the vector lanes in float32 (libm's in float64);
+    large arrays are done in two halves of rows on two threads (split_work).
 
     NumPy twin: numpy_ref.gelu_forward.
     """
-    f = h.dtype.type                    # constants in h's precision: the loop stays in float32
-    minus_2a, b, one = f(-2.0 * GELU_A), f(GELU_B), f(1.0)
     y = np.empty_like(h)
-    for i in range(h.shape[0]):
-        for j in range(h.shape[1]):
-            x = h[i, j]
-            y[i, j] = x / (one + exp(minus_2a * (x + b * x * x * x)))   # exp = inf for very negative x: y = 0
+    _by_rows(_gelu_forward_rows, h, y)
     return y
 
 
-@kernel
-def gelu_backward(dy, h):
-    """dh = dy * [s + 2 h s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 h^2)],  s = sigma(2u) = 0.5 (1 + tanh(u)).
+@kernel(nogil=True)
+def _gelu_backward_rows(dy, h, y, dh, first, last):
+    f = h.dtype.type
+    a, ab, a3b, half, one, two = f(GELU_A), f(GELU_A * GELU_B), f(3.0 * GELU_A * GELU_B), f(0.5), f(1.0), f(2.0)
+    tiny = f(1e-20)
+    for i in range(first, last):
+        for j in range(h.shape[1]):
+            x = h[i, j]
+            if y is None:
+                s = half + half * tanh(x * (a + ab * x * x))
+                hs = x * s
+            else:
+                hs = y[i, j]
+                s = half if abs(x) < tiny else hs / x
+            du = a + a3b * x * x
+            dh[i, j] = dy[i, j] * (s + two * hs * (one - s) * du)
 
-    (The tanh form: 0.5 (1 + t) + 0.5 h (1 - t^2) u'(h) with t = 2 s - 1.)
+
+def gelu_backward(dy, h, y=None):
+    """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
+
+    (The tanh form 0.5 (1 + t) + 0.5 h (1 - t^2) u' with s = (1 + t) / 2.) y: the forward's
+    output, if at hand (the model keeps it): since y = h s, then s = y / h and h s = y, and no
+    tanh is computed again. At |h| < 1e-20 (y might lose digits there) s is GELU'(0) = 0.5.
 
     NumPy twin: numpy_ref.gelu_backward.
     """
-    f = h.dtype.type
-    minus_2a, a, b, one, two = f(-2.0 * GELU_A), f(GELU_A), f(GELU_B), f(1.0), f(2.0)
     dh = np.empty_like(dy)
-    for i in range(h.shape[0]):
-        for j in range(h.shape[1]):
-            x = h[i, j]
-            s = one / (one + exp(minus_2a * (x + b * x * x * x)))
-            du = a * (one + f(3.0) * b * x * x)
-            dh[i, j] = dy[i, j] * (s + two * x * s * (one - s) * du)
+    _by_rows(_gelu_backward_rows, dy, h, y, dh)
     return dh
+
+
+SPLIT_MIN = 1 << 16     # elements from which two threads help (below, handing over costs more)
+
+
+def _by_rows(rows_kernel, *arrays):
+    """rows_kernel(*arrays, first, last) over all rows of arrays[0], split over two threads if large."""
+    n = arrays[0].shape[0]
+    if arrays[0].size >= SPLIT_MIN:
+        split_work(rows_kernel, n, *arrays)
+    else:
+        rows_kernel(*arrays, 0, n)

@@ -9,7 +9,9 @@ Output: out (B, T, C) with the heads side by side, A (B, H, T, T).
 Below BLAS_MIN_T positions plain loops are fastest (the backward is then
 attention_rows_backward with every position as a query row); from there on
 the products of each (b, h) go through BLAS, reading and writing the heads' column
-blocks in place, with BLAS's own threads (which help at long sequences).
+blocks in place, BLOCK query rows at a time: under the causal mask a block's rows see
+the keys up to its last row only, so the products skip most of the masked half. The
+(b, h) pairs are independent: _fast/threads.split_work runs them on two threads.
 
 attention_rows_forward / _backward compute the same for chosen query rows only
 (flat positions n = b*T + t): what the last block needs when the loss reads only
@@ -20,32 +22,28 @@ import math
 import numpy as np
 
 from ._fast.jit import kernel
-from ._fast.blas import matmul_into
+from ._fast.blas import INLINE_PRODUCT, matmul_into
 from ._fast.exp import exp
+from ._fast.threads import split_work
 from .softmax import softmax_row
 
 BLAS_MIN_T = 32
+BLOCK = 32          # query rows per block in the BLAS path
 
 
 @kernel
-def _softmax_scores(scores, scale, causal, att):
-    """att[t] = softmax(scale * scores[t]) over the keys t may see."""
-    T = scores.shape[0]
-    for t in range(T):
-        softmax_row(scores[t], att[t], t + 1 if causal else T, scale)
-
-
-@kernel
-def _dscores(dA, a, scale):
-    """dA <- dS = a * (dA - rowsum(dA * a)) * scale, in place (the softmax backward)."""
+def _dscores(dA, a, n, scale):
+    """dA[t, :n] <- dS = a * (dA - rowsum(dA * a)) * scale, in place (the softmax backward).
+    Entries past n are masked (a = 0 there) and left as they are."""
     f = a.dtype.type
     c = f(scale)
     for t in range(a.shape[0]):
+        da, at = dA[t], a[t]
         row_sum = f(0.0)
-        for s in range(a.shape[1]):
-            row_sum += dA[t, s] * a[t, s]
-        for s in range(a.shape[1]):
-            dA[t, s] = a[t, s] * (dA[t, s] - row_sum) * c
+        for s in range(n):
+            row_sum += da[s] * at[s]
+        for s in range(n):
+            da[s] = at[s] * (da[s] - row_sum) * c
 
 
 @kernel
@@ -104,44 +102,67 @@ def _forward_small(qkv, n_heads, causal):
 
 
 @kernel
-def _forward_blas(qkv, n_heads, causal):
-    """Per (b, h): S = Q_h K_h^T and O_h = A V_h straight from / into the column blocks of qkv and out."""
+def _transpose_into(x, x_t):
+    """x_t[...] = x.T: a (T, D) column block as a (D, T) array. BLAS multiplies short blocks of rows
+    by it about twice as fast as by the transposed view (OpenBLAS's small-matrix kernels)."""
+    for s in range(x.shape[0]):
+        for d in range(x.shape[1]):
+            x_t[d, s] = x[s, d]
+
+
+@kernel(nogil=True)
+def _heads_forward(qkv, n_heads, causal, out, att, first, last):
+    """For the pairs p = b * H + h in first..last-1: S = Q_h K_h^T, A = softmax(S / sqrt(D)) into
+    att[b, h], O_h = A V_h into out's column block; BLOCK query rows at a time."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_heads
-    out = np.empty((B, T, C), dtype=qkv.dtype)
-    att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    scores = np.empty((T, T), dtype=qkv.dtype)
-    for b in range(B):
-        for h in range(n_heads):
-            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            q, k, v = qkv[b, :, q0:q0 + D], qkv[b, :, k0:k0 + D], qkv[b, :, v0:v0 + D]
-            matmul_into(q, k.T, scores)
-            _softmax_scores(scores, 1.0 / math.sqrt(D), causal, att[b, h])
-            matmul_into(att[b, h], v, out[b, :, q0:q0 + D])
-    return out, att
+    scale = 1.0 / math.sqrt(D)
+    scores = np.empty((BLOCK, T), dtype=qkv.dtype)
+    k_t = np.empty((D, T), dtype=qkv.dtype)
+    for p in range(first, last):
+        b, h = p // n_heads, p % n_heads
+        q, v = qkv[b, :, h * D:(h + 1) * D], qkv[b, :, 2 * C + h * D:2 * C + (h + 1) * D]
+        _transpose_into(qkv[b, :, C + h * D:C + (h + 1) * D], k_t)
+        a = att[b, h]
+        for r0 in range(0, T, BLOCK):
+            r1 = min(T, r0 + BLOCK)
+            n = r1 if causal else T                 # the keys rows r0..r1-1 may see
+            matmul_into(q[r0:r1], k_t[:, :n], scores[:r1 - r0, :n])
+            for t in range(r0, r1):
+                softmax_row(scores[t - r0], a[t], t + 1 if causal else T, scale)
+            matmul_into(a[r0:r1, :n], v[:n], out[b, r0:r1, h * D:(h + 1) * D])
 
 
-@kernel
-def _backward_blas(dout, qkv, att):
+@kernel(nogil=True)
+def _heads_backward(dout, qkv, att, causal, dqkv, first, last):
+    """For the pairs p = b * H + h in first..last-1: dQ_h, dK_h, dV_h into dqkv's column blocks."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     n_heads = att.shape[1]
     D = C // n_heads
-    dqkv = np.empty_like(qkv)
-    dA = np.empty((T, T), dtype=qkv.dtype)
-    for b in range(B):
-        for h in range(n_heads):
-            q0, k0, v0 = h * D, C + h * D, 2 * C + h * D
-            q, k, v = qkv[b, :, q0:q0 + D], qkv[b, :, k0:k0 + D], qkv[b, :, v0:v0 + D]
-            do = dout[b, :, q0:q0 + D]
-            a = att[b, h]
-            matmul_into(do, v.T, dA)
-            _dscores(dA, a, 1.0 / math.sqrt(D))
-            matmul_into(dA, k, dqkv[b, :, q0:q0 + D])
-            matmul_into(dA.T, q, dqkv[b, :, k0:k0 + D])
-            matmul_into(a.T, do, dqkv[b, :, v0:v0 + D])
-    return dqkv
+    scale = 1.0 / math.sqrt(D)
+    dS = np.empty((T, T), dtype=qkv.dtype)
+    v_t = np.empty((D, T), dtype=qkv.dtype)
+    for p in range(first, last):
+        b, h = p // n_heads, p % n_heads
+        cols = (h * D, C + h * D, 2 * C + h * D)
+        q, k = qkv[b, :, cols[0]:cols[0] + D], qkv[b, :, cols[1]:cols[1] + D]
+        dq, dk, dv = dqkv[b, :, cols[0]:cols[0] + D], dqkv[b, :, cols[1]:cols[1] + D], dqkv[b, :, cols[2]:cols[2] + D]
+        _transpose_into(qkv[b, :, cols[2]:cols[2] + D], v_t)
+        do = dout[b, :, h * D:(h + 1) * D]
+        a = att[b, h]
+        for r0 in range(0, T, BLOCK):               # query rows r0..r1-1 see keys 0..n-1
+            r1 = min(T, r0 + BLOCK)
+            n = r1 if causal else T
+            matmul_into(do[r0:r1], v_t[:, :n], dS[r0:r1, :n])  # dA = dO V^T
+            _dscores(dS[r0:r1], a[r0:r1], n, scale)             # dS, in place
+            matmul_into(dS[r0:r1, :n], k[:n], dq[r0:r1])        # dQ = dS K
+        for r0 in range(0, T, BLOCK):               # keys r0..r1-1 are seen by queries from r0 on
+            r1 = min(T, r0 + BLOCK)
+            seen = r0 if causal else 0
+            matmul_into(dS[seen:, r0:r1].T, q[seen:], dk[r0:r1])  # dK = dS^T Q
+            matmul_into(a[seen:, r0:r1].T, do[seen:], dv[r0:r1])  # dV = A^T dO
 
 
 def attention_forward(qkv, n_heads, causal):
@@ -149,17 +170,23 @@ def attention_forward(qkv, n_heads, causal):
 
     NumPy twin: numpy_ref.attention_forward.
     """
-    if qkv.shape[1] < BLAS_MIN_T:
+    B, T, C3 = qkv.shape
+    if T < BLAS_MIN_T:
         out, att = _forward_small(qkv, n_heads, causal)
         return out, att.transpose(0, 2, 1, 3)      # a view: attention_backward takes it back without a copy
-    return _forward_blas(qkv, n_heads, causal)
+    qkv = np.ascontiguousarray(qkv)
+    out = np.empty((B, T, C3 // 3), dtype=qkv.dtype)
+    att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
+    _split_pairs(_heads_forward, B * n_heads, T, C3 // 3 // n_heads, qkv, n_heads, bool(causal), out, att)
+    return out, att
 
 
-def attention_backward(dout, qkv, att):
+def attention_backward(dout, qkv, att, causal=False):
     """dout (B, T, C) -> dqkv (B, T, 3C).
 
     dV_h = A^T dO_h;  dA = dO_h V_h^T;  dS = A * (dA - rowsum(dA * A)) / sqrt(D);
-    dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient.
+    dQ_h = dS K_h;  dK_h = dS^T Q_h.  Masked entries have A = 0, so they pass no gradient;
+    causal=True (the forward's mask) lets the products skip them.
 
     NumPy twin: numpy_ref.attention_backward.
     """
@@ -171,7 +198,20 @@ def attention_backward(dout, qkv, att):
         att_rows = np.ascontiguousarray(att.transpose(0, 2, 1, 3)).reshape(B * T, att.shape[1], T)
         return attention_rows_backward(np.ascontiguousarray(dout).reshape(B * T, -1), qkv, att_rows,
                                        np.arange(B * T))
-    return _backward_blas(dout, qkv, att)
+    qkv, att, dout = np.ascontiguousarray(qkv), np.ascontiguousarray(att), np.ascontiguousarray(dout)
+    dqkv = np.empty_like(qkv)
+    H = att.shape[1]
+    _split_pairs(_heads_backward, B * H, T, qkv.shape[2] // 3 // H, dout, qkv, att, bool(causal), dqkv)
+    return dqkv
+
+
+def _split_pairs(heads_kernel, pairs, T, D, *args):
+    """The (b, h) pairs on two threads (split_work) when BLAS runs each block's products in the
+    calling thread; else one after another, with BLAS's threads inside each product."""
+    if BLOCK * T * D <= INLINE_PRODUCT:
+        split_work(heads_kernel, pairs, *args)
+    else:
+        heads_kernel(*args, 0, pairs)
 
 
 @kernel

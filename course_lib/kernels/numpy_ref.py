@@ -86,11 +86,12 @@ def attention_forward(qkv, n_heads, causal):
     return out, att
 
 
-def attention_backward(dout, qkv, att):
+def attention_backward(dout, qkv, att, causal=False):
     """dout (B, T, C) -> dqkv (B, T, 3C).
 
     dV = A^T dO;  dS = softmax_backward(dO V^T, A) / sqrt(D);  dQ = dS K;  dK = dS^T Q.
-    Notebooks 03 (one head) and 09-10.
+    The mask needs nothing here (A = 0 where it applied): causal only lets the fast kernel
+    skip those entries. Notebooks 03 (one head) and 09-10.
     """
     n_heads = att.shape[1]
     q, k, v, D = _heads(qkv, n_heads)
@@ -190,10 +191,11 @@ def gelu_forward(h):
     return 0.5 * h * (1 + np.tanh(GELU_A * (h + GELU_B * h ** 3)))
 
 
-def gelu_backward(dy, h):
+def gelu_backward(dy, h, y=None):
     """dh = dy * [0.5 (1 + t) + 0.5 h (1 - t^2) u'(h)], t = tanh(u), u' = sqrt(2/pi)(1 + 3 * 0.044715 h^2).
 
-    (N, F). Notebook 06.
+    (N, F). y, the forward's output, is for the fast kernel (which reads tanh from it); here t
+    is computed again either way. Notebook 06.
     """
     t = np.tanh(GELU_A * (h + GELU_B * h ** 3))
     return dy * (0.5 * (1 + t) + 0.5 * h * (1 - t * t) * GELU_A * (1 + 3 * GELU_B * h * h))

@@ -35,6 +35,11 @@ NUMPY_BLAS = _numpy_openblas()
 if NUMPY_BLAS is not None:
     llvm.load_library_permanently(NUMPY_BLAS)
 
+# OpenBLAS runs a product with M * N * K up to this in the calling thread, larger ones on its
+# threads (interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4). Products
+# that small may run on several threads of ours at once.
+INLINE_PRODUCT = 1 << 18
+
 _i32, _i64 = types.int32, types.int64
 # cblas_?gemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); pointers passed as int64
 _sgemm = types.ExternalFunction(_SGEMM, types.void(_i32, _i32, _i32, _i64, _i64, _i64, types.float32, _i64, _i64,

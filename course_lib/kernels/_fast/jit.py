@@ -39,6 +39,12 @@ class _NoInterleaveCompiler(Compiler):
                 llvm.set_option("", "-force-vector-interleave=0")
 
 
-def kernel(fn):
-    """`@kernel` = `@njit(cache=True, fastmath=FASTMATH, error_model="numpy")`, compiled without interleaving."""
-    return njit(cache=True, fastmath=FASTMATH, error_model="numpy", pipeline_class=_NoInterleaveCompiler)(fn)
+def kernel(fn=None, *, nogil=False):
+    """`@kernel` = `@njit(cache=True, fastmath=FASTMATH, error_model="numpy")`, compiled without interleaving.
+
+    `@kernel(nogil=True)` releases the GIL while it runs, so that two threads can run it at once
+    (threads.split_work); the others keep it (releasing costs a little at every call)."""
+    if fn is None:
+        return lambda f: kernel(f, nogil=nogil)
+    return njit(cache=True, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
+                pipeline_class=_NoInterleaveCompiler)(fn)
