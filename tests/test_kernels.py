@@ -117,7 +117,7 @@ def test_gelu_including_large_inputs():
     assert_all_small(check_op(K.gelu_forward, lambda dy: {"h": K.gelu_backward(dy, h)}, {"h": h}))
 
 
-def test_gelu_backward_reads_tanh_from_the_forward_output():
+def test_gelu_backward_reads_the_forward_output():
     h = randn(6, 7, scale=2.0)
     h[0, :6] = [0.0, -0.0, 1e-30, -12.0, 30.0, -5.0]
     y = K.gelu_forward(h)
@@ -132,6 +132,25 @@ def test_gelu_backward_reads_tanh_from_the_forward_output():
             one = K.gelu_forward(big), K.gelu_backward(big, big, K.gelu_forward(big))
         np.testing.assert_array_equal(K.gelu_forward(big), one[0])
         np.testing.assert_array_equal(K.gelu_backward(big, big, K.gelu_forward(big)), one[1])
+
+
+def test_gelu_in_float32_keeps_its_digits_in_both_tails():
+    # 0.5 h (1 + tanh(u)) would cancel for negative u and keep only a few digits of y there.
+    # What float32 cannot avoid: u's rounding, relative 2u * eps in exp(-2u), and in the
+    # backward the cancellation of its two terms where GELU' crosses 0 (h near -0.75); values
+    # within a few hundred times float32's smallest normal number (1.2e-38) may flush to 0.
+    h = np.linspace(-12, 12, 24001).astype(np.float32)[None, :]
+    x = h.astype(np.float64)
+    eps = np.finfo(np.float32).eps
+    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
+    s = 1 / (1 + np.exp(-2 * u))
+    du = np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x ** 2)
+    slack = 4 * eps * (1 + 2 * np.abs(u))
+    y = K.gelu_forward(h)
+    assert np.all(np.abs(y - x * s) <= slack * np.abs(x * s) + 1e-35)
+    terms = np.abs(s) + np.abs(2 * x * s * (1 - s) * du)
+    for dh in (K.gelu_backward(np.ones_like(h), h), K.gelu_backward(np.ones_like(h), h, y)):
+        assert np.all(np.abs(dh - (s + 2 * x * s * (1 - s) * du)) <= slack * terms + 1e-35)
 
 
 def test_gelu_is_the_tanh_approximation():

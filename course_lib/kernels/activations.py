@@ -5,7 +5,7 @@ Shapes: h, y (N, F).
 import numpy as np
 
 from ._fast.jit import kernel
-from ._fast.tanh import tanh
+from ._fast.exp import exp
 from ._fast.threads import split_work
 from .numpy_ref import GELU_A, GELU_B
 
@@ -39,20 +39,19 @@ def relu_backward(dy, h):
 @kernel(nogil=True)
 def _gelu_forward_rows(h, y, first, last):
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
-    a, ab, half = f(GELU_A), f(GELU_A * GELU_B), f(0.5)
+    minus_2a, minus_2ab, one = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0)
     for i in range(first, last):
         for j in range(h.shape[1]):
             x = h[i, j]
-            t = tanh(x * (a + ab * x * x))
-            hx = half * x
-            y[i, j] = hx + hx * t
+            y[i, j] = x / (one + exp(x * (minus_2a + minus_2ab * x * x)))   # exp = inf for very negative x: y = 0
 
 
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3).
 
-    tanh is _fast/tanh.py's, which runs on the vector lanes in float32 (libm's in float64);
-    large arrays are done in two halves of rows on two threads (split_work).
+    Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
+    one vectorised exp per element, and no 1 + tanh(u) that cancels for negative u (float32
+    would keep only a few digits of y there). Large arrays in two halves of rows on two threads.
 
     NumPy twin: numpy_ref.gelu_forward.
     """
@@ -64,13 +63,13 @@ def gelu_forward(h):
 @kernel(nogil=True)
 def _gelu_backward_rows(dy, h, y, dh, first, last):
     f = h.dtype.type
-    a, ab, a3b, half, one, two = f(GELU_A), f(GELU_A * GELU_B), f(3.0 * GELU_A * GELU_B), f(0.5), f(1.0), f(2.0)
-    tiny = f(1e-20)
+    minus_2a, minus_2ab, one, two = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0), f(2.0)
+    a, a3b, half, tiny = f(GELU_A), f(3.0 * GELU_A * GELU_B), f(0.5), f(1e-20)
     for i in range(first, last):
         for j in range(h.shape[1]):
             x = h[i, j]
             if y is None:
-                s = half + half * tanh(x * (a + ab * x * x))
+                s = one / (one + exp(x * (minus_2a + minus_2ab * x * x)))
                 hs = x * s
             else:
                 hs = y[i, j]
@@ -80,11 +79,11 @@ def _gelu_backward_rows(dy, h, y, dh, first, last):
 
 
 def gelu_backward(dy, h, y=None):
-    """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
+    """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = sigma(2u) = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
 
     (The tanh form 0.5 (1 + t) + 0.5 h (1 - t^2) u' with s = (1 + t) / 2.) y: the forward's
     output, if at hand (the model keeps it): since y = h s, then s = y / h and h s = y, and no
-    tanh is computed again. At |h| < 1e-20 (y might lose digits there) s is GELU'(0) = 0.5.
+    exp is computed again. At |h| < 1e-20 (y might lose digits there) s is GELU'(0) = 0.5.
 
     NumPy twin: numpy_ref.gelu_backward.
     """

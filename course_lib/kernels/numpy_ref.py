@@ -194,7 +194,7 @@ def gelu_forward(h):
 def gelu_backward(dy, h, y=None):
     """dh = dy * [0.5 (1 + t) + 0.5 h (1 - t^2) u'(h)], t = tanh(u), u' = sqrt(2/pi)(1 + 3 * 0.044715 h^2).
 
-    (N, F). y, the forward's output, is for the fast kernel (which reads tanh from it); here t
+    (N, F). y, the forward's output, is for the fast kernel (which reads sigma(2u) from it); here t
     is computed again either way. Notebook 06.
     """
     t = np.tanh(GELU_A * (h + GELU_B * h ** 3))
