@@ -216,10 +216,8 @@ class Adam(Optimizer):
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
         if self._m_flat is not None:            # one dtype: one kernel call over all parameters
             n = self._m_flat.size
-            if n >= SPLIT_MIN:
-                split_work(adam_update_all, n, ps, gs, self._m_flat, self._v_flat, *hyper)
-            else:
-                adam_update_all(ps, gs, self._m_flat, self._v_flat, *hyper, 0, n)
+            split_work(adam_update_all, n, ps, gs, self._m_flat, self._v_flat, *hyper,
+                       worth_it=n >= SPLIT_MIN)
         else:
             for arrays in zip(ps, gs, ms, vs):
                 adam_update(*arrays, *hyper)

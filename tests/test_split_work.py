@@ -32,6 +32,12 @@ def test_one_thread_when_blas_is_told_one_or_there_is_one_piece(n):
     assert [s[:3] for s in seen] == [(0, n, threading.current_thread().name)]
 
 
+def test_one_thread_when_the_caller_finds_it_not_worth_it():
+    seen, piece = recorder()
+    threads.split_work(piece, 7, "x", worth_it=False)
+    assert [s[:3] for s in seen] == [(0, 7, threading.current_thread().name)]
+
+
 def test_the_helpers_error_comes_back_and_the_helper_works_on():
     if threads.blas_thread_count() < 2:
         pytest.skip("BLAS runs on one thread here")

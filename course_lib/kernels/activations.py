@@ -36,6 +36,9 @@ def relu_backward(dy, h):
     return dh
 
 
+SPLIT_MIN = 1 << 16     # elements from which two threads help GELU (below, handing over costs more)
+
+
 @kernel(nogil=True)
 def _gelu_forward_rows(h, y, first, last):
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
@@ -56,7 +59,7 @@ def gelu_forward(h):
     NumPy twin: numpy_ref.gelu_forward.
     """
     y = np.empty_like(h)
-    _by_rows(_gelu_forward_rows, h, y)
+    split_work(_gelu_forward_rows, h.shape[0], h, y, worth_it=h.size >= SPLIT_MIN)
     return y
 
 
@@ -88,17 +91,5 @@ def gelu_backward(dy, h, y=None):
     NumPy twin: numpy_ref.gelu_backward.
     """
     dh = np.empty_like(dy)
-    _by_rows(_gelu_backward_rows, dy, h, y, dh)
+    split_work(_gelu_backward_rows, h.shape[0], dy, h, y, dh, worth_it=h.size >= SPLIT_MIN)
     return dh
-
-
-SPLIT_MIN = 1 << 16     # elements from which two threads help (below, handing over costs more)
-
-
-def _by_rows(rows_kernel, *arrays):
-    """rows_kernel(*arrays, first, last) over all rows of arrays[0], split over two threads if large."""
-    n = arrays[0].shape[0]
-    if arrays[0].size >= SPLIT_MIN:
-        split_work(rows_kernel, n, *arrays)
-    else:
-        rows_kernel(*arrays, 0, n)

@@ -177,7 +177,8 @@ def attention_forward(qkv, n_heads, causal):
     qkv = np.ascontiguousarray(qkv)
     out = np.empty((B, T, C3 // 3), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    _split_pairs(_heads_forward, B * n_heads, T, C3 // 3 // n_heads, qkv, n_heads, bool(causal), out, att)
+    split_work(_heads_forward, B * n_heads, qkv, n_heads, bool(causal), out, att,
+               worth_it=_products_inline(T, C3 // 3 // n_heads))
     return out, att
 
 
@@ -201,17 +202,15 @@ def attention_backward(dout, qkv, att, causal=False):
     qkv, att, dout = np.ascontiguousarray(qkv), np.ascontiguousarray(att), np.ascontiguousarray(dout)
     dqkv = np.empty_like(qkv)
     H = att.shape[1]
-    _split_pairs(_heads_backward, B * H, T, qkv.shape[2] // 3 // H, dout, qkv, att, bool(causal), dqkv)
+    split_work(_heads_backward, B * H, dout, qkv, att, bool(causal), dqkv,
+               worth_it=_products_inline(T, qkv.shape[2] // 3 // H))
     return dqkv
 
 
-def _split_pairs(heads_kernel, pairs, T, D, *args):
-    """The (b, h) pairs on two threads (split_work) when BLAS runs each block's products in the
-    calling thread; else one after another, with BLAS's threads inside each product."""
-    if BLOCK * T * D <= INLINE_PRODUCT:
-        split_work(heads_kernel, pairs, *args)
-    else:
-        heads_kernel(*args, 0, pairs)
+def _products_inline(T, D):
+    """Whether BLAS runs each block's products in the calling thread: then the (b, h) pairs go
+    on two threads (split_work); else one after another, with BLAS's threads inside each product."""
+    return BLOCK * T * D <= INLINE_PRODUCT
 
 
 @kernel

@@ -97,12 +97,13 @@ _helper = None
 _helper_lock = threading.Lock()     # one split at a time; a second caller meanwhile works alone
 
 
-def split_work(fn, n, *args):
+def split_work(fn, n, *args, worth_it=True):
     """fn(*args, first, last) for the pieces first..last-1 of 0..n-1: two halves on two threads
-    when BLAS may use two or more (and the helper is free), else all here. fn must release
-    the GIL (`@kernel(nogil=True)`) and write each piece's results where no other piece does."""
+    when the caller finds the work worth a second thread (worth_it), BLAS may use two or more
+    and the helper is free; else all here. fn must release the GIL (`@kernel(nogil=True)`) and
+    write each piece's results where no other piece does."""
     global _helper
-    if n < 2 or blas_thread_count() < 2 or not _helper_lock.acquire(blocking=False):
+    if not worth_it or n < 2 or blas_thread_count() < 2 or not _helper_lock.acquire(blocking=False):
         fn(*args, 0, n)
         return
     try:
