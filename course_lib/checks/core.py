@@ -251,15 +251,19 @@ def _input_dtypes(names, values):
     return found
 
 
+# where a float64 array comes from in a float32 computation (a mixed-dtype hint, 10.2's float32 block)
+FLOAT64_SOURCES = ("np.zeros(n) and np.array of Python floats are float64 unless you pass dtype= "
+                   "(np.zeros_like(x) is not), and a NumPy float64 number such as np.sqrt(D) turns "
+                   "a float32 array into float64 (math.sqrt(D) does not)")
+
+
 def _mixed_dtype_hint(names, values):
     """The hint for a kernel that refused arrays of two dtypes, from the dtypes of the inputs."""
     found = _input_dtypes(names, values)
     every = set().union(*found.values()) if found else set()
     if every == {"float32"}:
         return ("a dtype problem: your inputs are float32, so an array your function made is "
-                "float64: np.zeros(n) and np.array of Python floats are float64 unless you pass "
-                "dtype= (np.zeros_like(x) is not), and a NumPy float64 number such as np.sqrt(D) "
-                "turns a float32 array into float64 (math.sqrt(D) does not)")
+                "float64: " + FLOAT64_SOURCES)
     if every == {"float64"}:
         return ("a dtype problem: your inputs are float64, so an array your function made is "
                 "float32: no .astype(np.float32), no dtype=np.float32")

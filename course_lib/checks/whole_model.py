@@ -40,8 +40,8 @@ import numpy as np
 
 from ..block import Block
 from ..config import ModelConfig
-from .core import (CheckFailed, NotDone, as_array, call, checker, diagnose, expect_shape,
-                   float_dtype, low_precision, stage, tiered)
+from .core import (FLOAT64_SOURCES, CheckFailed, NotDone, as_array, call, checker, diagnose,
+                   expect_shape, float_dtype, low_precision, stage, tiered)
 from .library import Solution
 
 __all__ = ["check_block_backward", "check_model_backward"]
@@ -248,10 +248,7 @@ def _expect_float32(dx, grads):
         if dtype != np.float32:
             raise CheckFailed(f"{what} is {dtype or type(g).__name__}, but the block is float32",
                               hint="a dtype problem: your inputs are float32 (the course model's "
-                                   "dtype), so something in your function is float64: np.zeros(n) "
-                                   "is float64 unless you pass dtype= (np.zeros_like(x) is not), "
-                                   "and a NumPy float64 number such as np.sqrt(D) turns a float32 "
-                                   "array into float64 (math.sqrt(D) does not)")
+                                   "dtype), so something in your function is float64: " + FLOAT64_SOURCES)
 
 
 def _check_block_case(fn, dy, cache, params, rtol=1e-6, atol=1e-9):
