@@ -3,6 +3,7 @@
     python -m course_lib train --preset deep_dive --seed 0 --out model.npz
     python -m course_lib grade PATH --out report.csv      (instructors: see course_lib.grade)
     python -m course_lib doctor                           (learners: see course_lib.doctor)
+    python -m course_lib yours PATH [--train]             (a learner's own functions as one model: course_lib.yours)
 """
 import argparse
 import functools
@@ -14,6 +15,7 @@ import time
 from . import doctor, grade, io, optim, task, train
 from .config import check_integer, presets
 from .model import Transformer
+from .yours import command as yours_command, scratch as yours_scratch
 
 PRESETS = {"deep_dive": presets.deep_dive}
 
@@ -65,6 +67,12 @@ def build_parser():
         "grade", help="run learners' notebooks and report what the checkers found",
         description="Run every notebook under PATH in a scratch copy and a kernel of its own, with time and "
                     "memory limits, and write one CSV row per learner, notebook and exercise.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    yours_command.configure(sub.add_parser(
+        "yours", help="build the model from a learner's own notebooks, compare it with course_lib's, train it",
+        description="Run the exercise cells of the learner's notebooks in PATH in a scratch process, assemble "
+                    "their functions into the model (course_lib's stand in for what is not done), compare its "
+                    "float64 loss and gradients with course_lib's, and with --train train it with their loop.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
     sub.add_parser("doctor", help="check that this environment can run the course",
                    description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
@@ -205,6 +213,15 @@ def main(argv=None):
             return 2
         except KeyboardInterrupt:
             print("interrupted: no report written", file=sys.stderr)
+            return 130
+    if args.command == "yours":
+        try:
+            return yours_command.command(args)
+        except (ValueError, OSError, yours_scratch.ScratchError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
             return 130
     check_options(args)
     try:

@@ -61,8 +61,8 @@ def init_params(config, seed=0):
 
 
 @lru_cache(maxsize=8)
-def _sinusoidal(n_positions, d_model, dtype):
-    table = sinusoidal_table(n_positions, d_model, np.dtype(dtype))
+def _sinusoidal(n_positions, d_model, dtype, table=sinusoidal_table):
+    table = table(n_positions, d_model, np.dtype(dtype))
     table.flags.writeable = False
     return table
 
@@ -82,8 +82,12 @@ class Transformer:
     def __init__(self, config, seed=0, recompute=False, backend="numba"):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"Transformer needs a ModelConfig (e.g. cl.presets.deep_dive()), got {type(config).__name__}")
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+        if isinstance(backend, str) and backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}, or a learner's "
+                             f"backend from course_lib.yours")
+        if not isinstance(backend, str) and not hasattr(backend, "linear_forward"):
+            raise TypeError(f"backend must be one of {', '.join(BACKENDS)} or a kernel backend (course_lib.yours), "
+                            f"got {type(backend).__name__}")
         self.config = config
         self.recompute = bool(recompute)
         self.backend = backend
@@ -92,12 +96,13 @@ class Transformer:
 
     @property
     def kernels(self):
-        """The kernel module this model runs on: course_lib.kernels, or kernels.numpy_ref."""
-        return BACKENDS[self.backend]
+        """The kernels this model runs on: course_lib.kernels, kernels.numpy_ref, or a learner's backend."""
+        return BACKENDS[self.backend] if isinstance(self.backend, str) else self.backend
 
     @property
     def blocks(self):
-        return [Block(i, self.config, self.params, self.kernels) for i in range(self.config.n_layers)]
+        block = getattr(self.kernels, "Block", Block)     # a learner's backend brings its own (course_lib.yours)
+        return [block(i, self.config, self.params, self.kernels) for i in range(self.config.n_layers)]
 
     @property
     def n_params(self):
@@ -182,7 +187,7 @@ class Transformer:
         if cfg.positional == "learned":
             return self.params["pos_emb"]
         if cfg.positional == "sinusoidal":
-            return _sinusoidal(cfg.seq_len, cfg.d_model, cfg.dtype)
+            return _sinusoidal(cfg.seq_len, cfg.d_model, cfg.dtype, self.kernels.sinusoidal_table)
         return None
 
     def _head_weight(self):

@@ -1,0 +1,63 @@
+"""`python -m course_lib yours PATH [--train]`: the learner's functions as one model, compared and trained.
+
+Everything that runs the learner's code runs in the scratch process (scratch.py); this side
+prints. The last line is always
+
+    your transformer: K of N functions yours, largest gradient rel. error E, test accuracy A
+
+Exit code 0 when every function compared ran and E < 1e-8; 1 otherwise; 2 for a bad request.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from . import cells, scratch, table_text
+from .compare import Comparison
+
+TOLERANCE = 1e-8
+
+
+def configure(parser) -> None:
+    parser.add_argument("path", help="the folder of the learner's notebooks (the student edition they work in; "
+                                     "the instructor edition gives the reference solutions)")
+    parser.add_argument("--train", action="store_true",
+                        help="also train the course model with the learner's loop, Adam and clipping, beside fit")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs of the --train run")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds the whole scratch run may take")
+    parser.add_argument("--memory", type=float, default=4, help="GB of address space the scratch process may use")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def command(args) -> int:
+    folder = Path(args.path)
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder (give the folder of the learner's notebooks)")
+    if not any(cells.NOTEBOOK.match(p.name) for p in folder.iterdir()):
+        raise ValueError(f"{folder} holds no course notebook (01_tokens_and_task.ipynb, ...)")
+    if args.timeout <= 0 or args.memory <= 0 or args.epochs < 1:
+        raise ValueError("--timeout and --memory must be positive, --epochs at least 1")
+    train = {"epochs": args.epochs, "progress": not args.no_progress} if args.train else None
+    report = scratch.run_in_scratch(folder, compare=True, train=train, timeout=args.timeout,
+                                    memory=int(args.memory * 2**30), progress=not args.no_progress)
+    table = [cells.Status(**s) for s in report["parts"]]
+    print(table_text(table))
+    comparison = Comparison(report["comparison"])
+    print()
+    print(comparison)
+    accuracy = "-"
+    if "training" in report:
+        runs = report["training"]
+        print()
+        who = "your train_loop" if runs["loop_is_yours"] else "course_lib's loop (11.6 is not yours)"
+        print(f"the course model trained {args.epochs} epochs, warm-up + cosine from lr 1e-3, clip 1.0, float32:")
+        for name, run in ((f"{who}, your model", runs["yours"]), ("course_lib's fit and model", runs["fit"])):
+            print(f"  {name:<48} test accuracy {run['test_acc']:.4f}  {run['steps']} steps  "
+                  f"{run['seconds']:.1f} s")
+        accuracy = f"{runs['yours']['test_acc']:.4f}"
+    largest = comparison.largest
+    yours = sum(s.status == "yours" for s in table)
+    print(f"your transformer: {yours} of {len(table)} functions yours, largest gradient rel. error "
+          f"{largest:.1e}, test accuracy {accuracy}")
+    failed = any(s.status == "error" for s in table)
+    return 0 if not failed and math.isfinite(largest) and largest < TOLERANCE else 1

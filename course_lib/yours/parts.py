@@ -1,0 +1,92 @@
+"""The learner's functions that make up the model, and course_lib's stand-ins for those not done.
+
+A *part* is one function a learner writes in an exercise and the model runs. Each has a
+stand-in of course_lib's, used when the exercise is not done (or broke): a kernel of
+course_lib.kernels for the kernel-level parts, a reference for the helpers that other
+learner functions call by name (split_heads, adam_step, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import optim
+from ..checks.multihead import _mask, _merge, _split
+from ..checks.training import _adam_ref
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str        # the learner's function, as the exercise names it
+    exercise: str    # "Exercise 2.1"
+    role: str        # where it runs in the model
+
+
+PARTS = (
+    Part("embed", "Exercise 2.1", "embedding lookup"),
+    Part("embed_backward", "Exercise 2.3", "embedding backward"),
+    Part("sinusoidal", "Exercise 2.4", "position table"),
+    Part("softmax", "Exercise 3.1", "the loss's probabilities"),
+    Part("split_heads", "Exercise 4.1", "inside multi-head attention"),
+    Part("merge_heads", "Exercise 4.1", "inside multi-head attention"),
+    Part("apply_causal_mask", "Exercise 4.2", "inside multi-head attention (causal model)"),
+    Part("multihead_attention", "Exercise 4.4", "attention layer forward"),
+    Part("multihead_attention_backward", "Exercise 4.6", "attention layer backward"),
+    Part("layernorm_forward", "Exercise 5.1", "LayerNorm forward"),
+    Part("layernorm_backward", "Exercise 5.3", "LayerNorm backward"),
+    Part("linear_backward", "Exercise 6.2", "FFN and head backward"),
+    Part("relu_backward", "Exercise 6.3", "ReLU backward (course model)"),
+    Part("gelu_forward", "Exercise 6.5", "GELU forward (GPT-style model)"),
+    Part("gelu_backward", "Exercise 6.5", "GELU backward (GPT-style model)"),
+    Part("block_forward", "Exercise 6.6", "each block's forward"),
+    Part("cross_entropy", "Exercise 8.1", "the loss"),
+    Part("cross_entropy_backward", "Exercise 8.3", "the loss's gradient"),
+    Part("model_backward", "Exercise 10.3", "the whole backward"),
+    Part("adam_step", "Exercise 11.4", "the update (--train)"),
+    Part("clip_by_global_norm", "Exercise 11.5", "clipping (--train)"),
+    Part("train_loop", "Exercise 11.6", "the training loop (--train)"),
+)
+BY_NAME = {p.name: p for p in PARTS}
+
+
+def _adam_step(param, grad, m, v, t, lr, betas, eps):
+    return _adam_ref(param, grad, m, v, t, lr, betas[0], betas[1], eps)
+
+
+def _clip_by_global_norm(grads, max_norm):
+    norm = optim.global_norm(grads)
+    scale = max_norm / norm if norm > max_norm else 1.0
+    return {name: g * scale for name, g in grads.items()}, norm
+
+
+def train_loop_in(names):
+    """course_lib's training loop (Exercise 11.6's contract) calling adam_step and clip_by_global_norm
+    from `names`: the learner's when they are done, course_lib's stand-ins otherwise."""
+    def train_loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+        tokens, targets = data
+        rng = np.random.default_rng(seed)
+        m = {k: np.zeros_like(p) for k, p in model.params.items()}
+        v = {k: np.zeros_like(p) for k, p in model.params.items()}
+        history, t = {"loss": [], "grad_norm": [], "lr": []}, 0
+        for _ in range(epochs):
+            order = rng.permutation(len(tokens))
+            for lo in range(0, len(tokens), batch_size):
+                batch = order[lo:lo + batch_size]
+                t += 1
+                loss = model.loss(tokens[batch], targets[batch])
+                grads, norm = names["clip_by_global_norm"](backward(model), max_norm)
+                lr = schedule(t)
+                for k in model.params:
+                    model.params[k], m[k], v[k] = names["adam_step"](model.params[k], grads[k], m[k], v[k], t, lr,
+                                                                     (0.9, 0.999), 1e-8)
+                history["loss"].append(float(loss))
+                history["grad_norm"].append(float(norm))
+                history["lr"].append(float(lr))
+        return history
+    return train_loop
+
+
+# course_lib's versions of the helpers a learner's function may call by name
+HELPERS = {"split_heads": _split, "merge_heads": _merge, "apply_causal_mask": _mask,
+           "adam_step": _adam_step, "clip_by_global_norm": _clip_by_global_norm}
