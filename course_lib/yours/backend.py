@@ -32,8 +32,8 @@ class Backend:
     """
 
     def __init__(self, functions: dict):
-        for name in course_kernels.__all__ if hasattr(course_kernels, "__all__") else dir(course_kernels):
-            if not name.startswith("_"):
+        for name in dir(course_kernels):
+            if not name.startswith("_") and callable(getattr(course_kernels, name)):
                 setattr(self, name, getattr(course_kernels, name))
         self.functions = dict(functions)
         self.yours = tuple(functions)
