@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 from .figures import PALETTE, heatmap, line_plot, new_figure, style
 
 __all__ = ["lr_trajectories", "schedule_curves", "training_curves", "training_frame",
-           "embedding_basis", "ablation_curves"]
+           "embedding_basis", "ablation_curves", "lr_sweep", "your_run"]
 
 
 def lr_trajectories(trajectories, target=3.0, ylim=(-6.0, 12.0), figsize=(9, 3.5)) -> Figure:
@@ -148,4 +148,58 @@ def ablation_curves(curves, groups, figsize=(11, 3.6)) -> Figure:
             ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
             ax.set_ylim(0, 1.02)
             ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def lr_sweep(losses, accuracies, smooth=25, figsize=(10, 3.4)) -> Figure:
+    """Notebook 11, a learning-rate sweep: the training loss per step (mean of `smooth` steps)
+    for each rate, and the validation accuracy at the end against the rate.
+
+    losses: dict lr -> loss per step; accuracies: dict lr -> validation accuracy."""
+    fig = new_figure(figsize)
+    with style():
+        ax1, ax2 = fig.subplots(1, 2)
+    steps = np.arange(1, len(next(iter(losses.values()))) + 1)
+    line_plot(steps, {f"lr {lr:g}": _smooth(y, smooth) for lr, y in losses.items()},
+              f"training loss (mean of {smooth} steps)", "step", "cross-entropy (log scale)",
+              ax=ax1, logy=True)
+    rates = np.array(list(accuracies))
+    line_plot(rates, np.array([accuracies[r] for r in rates]),
+              "validation accuracy at the end", "learning rate (log scale)", "accuracy",
+              ax=ax2, logx=True)
+    with style():
+        ax1.axhline(np.log(10), color="gray", linestyle=":", linewidth=0.8)
+        ax1.legend(frameon=False, fontsize=8)
+        ax2.plot(rates, [accuracies[r] for r in rates], "o", color=PALETTE[0])
+        ax2.set_ylim(0, 1.02)
+    return fig
+
+
+def your_run(history, reference, max_norm, per_epoch, smooth=20, figsize=(11, 3.4)) -> Figure:
+    """Notebook 11, a run of your own loop: its training loss per step over a reference run's
+    (fit's), the global gradient norm per step before clipping with the bound max_norm, and
+    the share of steps clipped in each epoch (per_epoch steps each).
+
+    history: dict with lists 'loss' and 'grad_norm'; reference: a list of losses per step."""
+    fig = new_figure(figsize)
+    with style():
+        ax1, ax2, ax3 = fig.subplots(1, 3)
+    steps = np.arange(1, len(history["loss"]) + 1)
+    line_plot(steps, {"fit (course_lib)": _smooth(reference, smooth),
+                      "your loop": _smooth(history["loss"], smooth)},
+              f"training loss (mean of {smooth} steps)", "step", "cross-entropy (log scale)",
+              ax=ax1, logy=True)
+    norms = np.asarray(history["grad_norm"], dtype=float)
+    clipped = (norms > max_norm).reshape(-1, per_epoch).mean(axis=1)
+    with style():
+        ax2.plot(steps, norms, color=PALETTE[4], linewidth=0.6)
+        ax2.axhline(max_norm, color=PALETTE[3], linestyle="--", label=f"max_norm = {max_norm:g}")
+        ax2.set(yscale="log", title="gradient norm before clipping", xlabel="step",
+                ylabel="global norm (log scale)")
+        ax2.legend(frameon=False, fontsize=8)
+        ax2.grid(alpha=0.3)
+        ax3.bar(np.arange(1, len(clipped) + 1), clipped, color=PALETTE[0])
+        ax3.set(title="steps clipped per epoch", xlabel="epoch", ylabel="share of steps",
+                ylim=(0, 1.02))
+        ax3.grid(alpha=0.3, axis="y")
     return fig
