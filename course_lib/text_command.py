@@ -77,16 +77,18 @@ def train(args):
     lr = args.lr if args.lr != args.parser.get_default("lr") else text_train.LR
     opt = optim.Adam(model.params, lr=lr)
     extra = {"vocabulary": vocab.chars, "text": os.path.basename(args.text), "baselines": base}
+    threads = text_train.threads_for(cfg, args.batch_size * cfg.seq_len)
     print(f"training a character-level GPT ({model.n_params:,} parameters: T={cfg.seq_len}, C={cfg.d_model}, "
-          f"H={cfg.n_heads}, L={cfg.n_layers}) on {args.text}: {len(train_ids):,} characters, the last "
+          f"H={cfg.n_heads}, L={cfg.n_layers}) on {args.text}: {len(train_ids) + len(val_ids):,} characters, the last "
           f"{len(val_ids):,} held out, {len(vocab)} distinct; {args.minutes:g} min, batch {args.batch_size}, "
-          f"adam lr {lr:g} (warm-up {args.warmup} steps, cosine), seed {args.seed}", flush=True)
+          f"adam lr {lr:g} (warm-up {args.warmup} steps, cosine), seed {args.seed}"
+          f"{', one BLAS thread (the machine is busy)' if threads == 1 else ''}", flush=True)
     print("baselines on the held-out part: " + ", ".join(f"{k} {v:.3f}" for k, v in base.items()) + " nats/char",
           flush=True)
     hist = text_train.fit_text(model, opt, train_ids, fixed_windows(val_ids, cfg.seq_len, EVAL_WINDOWS),
                                seconds=60 * args.minutes, batch_size=args.batch_size, lr=lr, warmup=args.warmup,
                                clip=args.clip or None, seed=args.seed, checkpoint=args.out, extra=extra,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, threads=threads)
     loss = validation_loss(model, fixed_windows(val_ids, cfg.seq_len))
     io.save(model, args.out, opt, extra={**extra, "step": hist.best_step, "val_loss": loss})
     stopped = "interrupted: keeping the best model so far; " if hist.interrupted else ""

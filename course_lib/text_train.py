@@ -7,6 +7,7 @@ Adam with a warm-up and a cosine decay over the budget, the best model by valida
 """
 import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from .text import random_windows, validation_loss
 
 # The command's model: measured to reach 0.6 nats/char below the bigram baseline within 5 minutes on
 # 2 shared cores (README, "A small GPT on real text"); d_ff = 4 d_model as in GPT-2.
-SIZES = {"seq_len": 128, "d_model": 128, "n_heads": 4, "n_layers": 4}
+SIZES = {"seq_len": 64, "d_model": 128, "n_heads": 4, "n_layers": 4}
 BATCH_SIZE, LR, WARMUP, MIN_LR = 32, 3e-3, 100, 0.1       # MIN_LR: the cosine ends at 10% of LR
 
 
@@ -29,6 +30,14 @@ def text_config(vocab_size, **sizes):
     learns on 2 cores in minutes: SIZES, any of them overridden, float32."""
     sizes = {**SIZES, **sizes}
     return presets.gpt2(vocab_size=vocab_size, d_ff=4 * sizes["d_model"], dtype="float32", **sizes)
+
+
+def threads_for(config, rows):
+    """BLAS threads for training: as fit chooses (blas_threads_for), but 1 when the machine is already busy.
+    OpenBLAS threads spin between calls; with another process on the second core, a step of the default
+    model took 1.0-1.9 s on two threads against 0.29 s on one (2 cores, load 6)."""
+    busy = hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 1) - 1
+    return 1 if busy else blas_threads_for(config, rows)
 
 
 def learning_rate(lr, step, done, warmup=WARMUP, min_lr=MIN_LR):
@@ -68,13 +77,14 @@ def _evaluate(model, optimizer, hist, best, val_windows, step, seconds, checkpoi
 
 
 def fit_text(model, optimizer, train_ids, val_windows, *, seconds, batch_size=BATCH_SIZE, lr=LR, warmup=WARMUP,
-             clip=1.0, seed=0, eval_every=None, checkpoint=None, extra=None, progress=True):
+             clip=1.0, seed=0, eval_every=None, checkpoint=None, extra=None, progress=True, threads=None):
     """Train on random windows of train_ids (B, seq_len) until `seconds` of wall time have passed.
 
     val_windows: (tokens, targets) evaluated every eval_every seconds (default: a twentieth of the
     budget) and at the end; the best parameters are restored at the end, and saved to `checkpoint`
     (with the JSON dict `extra`) whenever the validation loss improves. Ctrl-C stops after the current
-    step, evaluates and keeps the best. -> TextHistory. TrainingDiverged for a NaN or infinite loss.
+    step, evaluates and keeps the best. threads: BLAS threads (None: threads_for's choice).
+    -> TextHistory. TrainingDiverged for a NaN or infinite loss.
     """
     T = model.config.seq_len
     rng, groups, best, hist = np.random.default_rng(seed), train._groups(model.params), {}, TextHistory()
@@ -84,7 +94,7 @@ def fit_text(model, optimizer, train_ids, val_windows, *, seconds, batch_size=BA
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=round(seconds), disable=not progress, unit="s", leave=False,
                                        bar_format="{l_bar}{bar}| {n:.0f}/{total} s {postfix}"))
-        stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * T)))
+        stack.enter_context(blas_threads(threads_for(model.config, batch_size * T) if threads is None else threads))
         ctrl_c = stack.enter_context(train._StopOnCtrlC())
         while (elapsed := time.perf_counter() - t0) < seconds and not ctrl_c.requested:
             optimizer.lr = learning_rate(lr, step, elapsed / seconds, warmup)
