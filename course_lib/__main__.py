@@ -1,6 +1,8 @@
 """Command line.
 
     python -m course_lib train --preset deep_dive --seed 0 --out model.npz
+    python -m course_lib train --text FILE [--minutes M] --out model.npz   (a character-level GPT: course_lib.text_command)
+    python -m course_lib sample model.npz --prompt TEXT                   (what that model writes)
     python -m course_lib grade PATH --out report.csv      (instructors: see course_lib.grade)
     python -m course_lib doctor                           (learners: see course_lib.doctor)
     python -m course_lib yours PATH [--train]             (a learner's own functions as one model: course_lib.yours)
@@ -12,7 +14,7 @@ import os
 import sys
 import time
 
-from . import doctor, grade, io, optim, task, train
+from . import doctor, grade, io, optim, task, text_command, train
 from .config import check_integer, presets
 from .model import Transformer
 from .yours import command as yours_command, scratch as yours_scratch
@@ -33,7 +35,8 @@ def build_parser():
     t = sub.add_parser("train", help="train the course model on the operations task",
                        description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
                                    "on the held-out test split and the wall time, and save it. Ctrl-C stops "
-                                   "cleanly and keeps the best model so far.",
+                                   "cleanly and keeps the best model so far. With --text, train a character-level "
+                                   "GPT on a text file instead.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("--preset", choices=sorted(PRESETS), default="deep_dive", help="model configuration")
     t.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batch order")
@@ -62,7 +65,12 @@ def build_parser():
                         "starts, so no earlier model is ever lost; with it, the end of the run says what "
                         "validation accuracy the replaced model had)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    text_command.configure_train(t)
     t.set_defaults(parser=t)    # option errors then print this command's usage
+    text_command.configure_sample(sub.add_parser(
+        "sample", help="continue a prompt with a model trained by `train --text`",
+        description="Print the prompt and the characters a text model writes after it, sampled one at a time.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter))
     grade.configure(sub.add_parser(
         "grade", help="run learners' notebooks and report what the checkers found",
         description="Run every notebook under PATH in a scratch copy and a kernel of its own, with time and "
@@ -223,9 +231,17 @@ def main(argv=None):
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
+    if args.command == "sample":
+        try:
+            return text_command.sample(args)
+        except (ValueError, OSError) as e:     # an unreadable or non-text model, a prompt it cannot read
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     check_options(args)
+    if args.text is not None:
+        text_command.check_train_options(args)
     try:
-        return cmd_train(args)
+        return text_command.train(args) if args.text is not None else cmd_train(args)
     except (ValueError, TypeError, OSError, train.TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
