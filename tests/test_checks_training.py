@@ -630,8 +630,10 @@ def test_a_loop_on_course_lib_optimiser_is_a_library_call(capsys):
     assert "your own adam_step (Exercise 11.4)" in result.hint, out
 
 
-@pytest.mark.parametrize("value, text", [(None, "returned None"), ([1.0], "expected the dict"),
-                                         ({"loss": [1.0]}, "no key 'grad_norm'")])
+@pytest.mark.parametrize("value, text", [
+    (None, "returned None"), ([1.0], "expected the dict"), ({"loss": [1.0]}, "no key 'grad_norm'"),
+    ({"loss": np.array(1.0), "grad_norm": [], "lr": []}, "history['loss'] is a ndarray, expected a list"),
+])
 def test_odd_histories_fail_cleanly(value, text, capsys):
     def loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
         return value

@@ -591,7 +591,12 @@ def _history(hist, steps, n, batch_size, epochs):
     out = {}
     for key in _KEYS:
         values = hist[key]
-        size = len(values) if hasattr(values, "__len__") else None
+        try:
+            size = len(values)
+        except TypeError:               # a number, a 0-d array, a generator
+            raise CheckFailed(f"history[{key!r}] is a {type(values).__name__}, expected a list "
+                              f"with one entry per step", hint="start each list empty and "
+                              "append one entry at every step") from None
         if size != steps:
             raise CheckFailed(f"history[{key!r}] has {size} entries, expected {steps} (one per "
                               f"step: {epochs} epochs of {-(-n // batch_size)} batches)",
