@@ -144,7 +144,11 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
     except Exception as err:  # nbformat raises several kinds for a broken file
         return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
                  "message": f"not a readable notebook ({type(err).__name__}: {err})"}]
-    outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
+    try:
+        outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
+    except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
+        return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
+                 "message": f"the grader could not run it ({type(err).__name__}: {err})"}]
     base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
     return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage, "message": message}
             for ex, status, stage, message in exercise_statuses(expected_exercises(nb), outcome)]
@@ -258,13 +262,13 @@ def configure(parser) -> None:
 def command(args) -> int:
     """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request, 130
     after Ctrl-C (the rows of the notebooks graded by then are written)."""
-    if args.gradescope:
-        from .gradescope_bundle import command as bundle
-        return bundle(args.path, args.gradescope)
-    if args.path is None:
-        args.grade_parser.error("give PATH, the notebooks to grade (or --gradescope ZIP)")
     if args.timeout <= 0 or args.memory <= 0:
         raise GradeError("--timeout and --memory must be positive")
+    if args.gradescope:
+        from .gradescope_bundle import command as bundle
+        return bundle(args.path, args.gradescope, args.timeout, args.memory)
+    if args.path is None:
+        args.grade_parser.error("give PATH, the notebooks to grade (or --gradescope ZIP)")
     out = Path(args.out)
     if not out.parent.is_dir():
         raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
