@@ -37,8 +37,8 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from .checks.core import LIBRARY_CALL
 from . import sandbox
+from .checks.core import LIBRARY_CALL
 
 COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+Exercise (\d+\.\d+)[ \t]*:?[ \t]*(.*)$", re.M)
@@ -249,7 +249,7 @@ def configure(parser) -> None:
                                                 "assignment's notebooks (default: all the course's)")
     parser.add_argument("--out", default="report.csv", help="the CSV report to write")
     parser.add_argument("--jobs", type=_positive_int, default=default_jobs(),
-                        help="notebooks graded at a time (default: the cores of this machine)")
+                        help="notebooks graded at a time; the default is this machine's number of cores")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
     parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")
     parser.add_argument("--user", help="run the kernels as this user, e.g. nobody (the grader must run as root)")

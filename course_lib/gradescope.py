@@ -154,8 +154,7 @@ def run(root: Path, timeout: float = 300, memory: int = 4 * 2**30) -> dict:
     try:
         user = _kernel_user()
         found = match(assignment, _submitted(root / "submission"))
-        todo = [(name, path) for name, path in found.items()]
-        rows = grade.grade_notebooks(todo, timeout, memory, jobs=grade.default_jobs(), progress=False,
+        rows = grade.grade_notebooks(list(found.items()), timeout, memory, jobs=grade.default_jobs(), progress=False,
                                      user=user)
         content = results(assignment, found, rows, time.monotonic() - start)
         if not found:

@@ -136,16 +136,16 @@ def _kernel_env(results: Path, home: Path | None) -> dict:
 def _give_away(scratch: Path, private: Path, results: Path, owner) -> None:
     """Hand the scratch folder and the results file to the kernel's user, with a copy of the
     grader's Numba cache (Numba needs a cache it can write to, else it refuses to import)."""
-    numba_cache(scratch / ".numba")
+    _copy_numba_cache(scratch / ".numba")
     results.touch(mode=0o600)
     private.chmod(0o711)    # the kernel reaches its files inside, but cannot list the folder
     for path in [results, scratch, *scratch.rglob("*")]:
         os.chown(path, *owner, follow_symlinks=False)
 
 
-def numba_cache(dest: Path) -> None:
+def _copy_numba_cache(dest: Path) -> None:
     """Copy the compiled kernels of this course_lib (the `__pycache__` beside its sources)
-    into `dest`, laid out as Numba reads a NUMBA_CACHE_DIR."""
+    into `dest`, laid out as Numba reads a NUMBA_CACHE_DIR (Numba's own rule for the layout)."""
     from numba.core.caching import _CacheLocator
     package = Path(__file__).resolve().parent
     for cache in package.rglob("__pycache__"):
