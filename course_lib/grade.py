@@ -201,7 +201,7 @@ def write_csv(rows: list[dict], out) -> None:
         writer.writerows(rows)
 
 
-def _where(row: dict) -> str:
+def describe(row: dict) -> str:
     """A row's status, with the stage and message when they tell a learner what to do next."""
     text = row["status"] + (f" [{row['stage']}]" if row["stage"] else "")
     if row["status"] in ("failed", LIBRARY_CALL, "error", "not reached") and row["message"]:
@@ -222,7 +222,7 @@ def summary(rows: list[dict]) -> str:
         lines.append(f"  {learner:<{lwidth}}  {n}/{len(titles)}")
     if len(learners) == 1:
         lines.append("status, per exercise:")
-        lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {_where(r)}" for r in rows if r["exercise"]]
+        lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {describe(r)}" for r in rows if r["exercise"]]
         return "\n".join(lines)
     lines.append("learners who passed, per exercise:")
     for ex, title in titles.items():

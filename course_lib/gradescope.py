@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,7 +83,7 @@ def _test(name: str, title: str, row: dict | None, missing: str) -> dict:
         score, output = 0.0, missing
     else:
         score = 1.0 if row["status"] == "passed" else 0.0
-        output = "not done yet" if row["status"] == "not done" else grade._where(row)
+        output = "not done yet" if row["status"] == "not done" else grade.describe(row)
         if row["status"] == LIBRARY_CALL:
             output += (" (0 points: the function calls course_lib's own version of this exercise; "
                        "write the computation yourself)")
@@ -129,18 +128,8 @@ def _write(path: Path, content: dict, reserve: bool = False) -> None:
 
 
 def _kernel_user():
-    """nobody's (uid, gid) when we are root (Gradescope), else None; RuntimeError when nobody
-    cannot run this Python (installed in a folder only root may read)."""
-    if os.geteuid() != 0:
-        return None
-    user = sandbox.kernel_user(KERNEL_USER)
-    try:
-        subprocess.run([sys.executable, "-c", ""], user=user[0], group=user[1], extra_groups=[],
-                       check=True, capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        raise RuntimeError(f"the user {KERNEL_USER} cannot run {sys.executable}: install Python where "
-                           f"every user can read it (setup.sh does)") from None
-    return user
+    """nobody's (uid, gid) when we are root (on Gradescope), else None."""
+    return sandbox.kernel_user(KERNEL_USER) if os.geteuid() == 0 else None
 
 
 def run(root: Path, timeout: float = 300, memory: int = 4 * 2**30) -> dict:

@@ -14,13 +14,12 @@ What the grader relies on:
   At the limit the kernel (and its process group) is killed;
 - the kernel uses this interpreter and imports this course_lib (PYTHONPATH is passed on),
   and $COURSE_LIB_RESULTS names a file outside the scratch folder where each checker
-  call appends its result.
-
+  call appends its result;
 - `user` (only when the grader runs as root, as on Gradescope): the kernel runs as that
   user (e.g. "nobody"), its scratch folder and results file given to it, with its own HOME
-  and a copy of the grader's compiled Numba kernels: it cannot write a file it does not own,
-  so not the grader's files, the submission or the results; a file it writes is at most
-  `memory` bytes (RLIMIT_FSIZE);
+  and a copy of the grader's compiled Numba kernels: it can change no file it does not own
+  (the grader's, the submission, the results) and create files only in its scratch folder
+  and world-writable ones (/tmp); a file it writes is at most `memory` bytes (RLIMIT_FSIZE);
 - `stop_all()` (from another thread) kills every running kernel: the runs end at once and
   raise KeyboardInterrupt, as after Ctrl-C; no new run starts.
 
@@ -158,13 +157,20 @@ def _copy_numba_cache(dest: Path) -> None:
 
 
 def kernel_user(name: str):
-    """(uid, gid) of the user `name`; ValueError when it does not exist or we are not root."""
+    """(uid, gid) of the user `name`; ValueError when we are not root, it does not exist, or it
+    cannot run this Python (installed in a folder only root may read, such as /root)."""
     if os.geteuid() != 0:
         raise ValueError(f"only root can run the kernels as {name!r}")
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
         raise ValueError(f"there is no user {name!r} on this machine") from None
+    try:
+        subprocess.run([sys.executable, "-c", ""], user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+                       check=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        raise ValueError(f"the user {name!r} cannot run {sys.executable}: install Python where every "
+                         f"user can read it") from None
     return entry.pw_uid, entry.pw_gid
 
 

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from course_lib import grade
+from course_lib import grade, sandbox
 from course_lib.__main__ import main
 from course_lib.edition import student_notebook
 
@@ -188,6 +188,7 @@ def test_a_function_that_calls_the_library_is_marked(tmp_path, capsys):
     (lambda d: [str(d / "empty")], "no notebooks"),
     (lambda d: [str(d / "empty"), "--out", str(d / "nowhere" / "r.csv")], "does not exist"),
     (lambda d: [str(d / "empty"), "--timeout", "0"], "must be positive"),
+    (lambda d: [str(d / "empty"), "--user", "no-such-user"], "--user: "),   # not root, or no such user
 ])
 def test_errors_are_one_line(tmp_path, capsys, make_args, says):
     (tmp_path / "notes.txt").write_text("not a notebook")
@@ -280,3 +281,18 @@ def test_argument_errors_are_one_line(capsys, argv):
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and "error:" in err and "Traceback" not in err
+
+
+def test_a_kernel_of_another_user_reads_the_compiled_kernels(tmp_path):
+    """The copy of course_lib's Numba cache handed to a kernel that runs as another user is laid
+    out where Numba looks (NUMBA_CACHE_DIR): the kernels load, nothing compiles again."""
+    call = ("import numpy as np; from course_lib.kernels.softmax import softmax_forward as f; "
+            "f(np.ones((2, 3), np.float32)); ")
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
+    subprocess.run([sys.executable, "-c", call], env=env, check=True)   # compiled into course_lib's cache
+    sandbox._copy_numba_cache(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", call + "print(sum(f.stats.cache_hits.values()), "
+                           "sum(f.stats.cache_misses.values()))"],
+                          env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "cache")},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "0"]
