@@ -24,8 +24,9 @@ import traceback
 
 SETTLE = 0.3    # idle BLAS / OpenMP threads spin for ~0.1 s after their last call
 
-# PyTorch imports course_lib for its starting parameters: without this it would get course_lib's malloc settings.
-ENVIRONMENT = {name: {"COURSE_LIB_KEEP_FREED_MEMORY": "0"}
+# PyTorch imports course_lib for its starting parameters: without this it would get course_lib's malloc
+# and OpenBLAS settings.
+ENVIRONMENT = {name: {"COURSE_LIB_KEEP_FREED_MEMORY": "0", "COURSE_LIB_SHORT_SPIN": "0"}
                for name in ("pytorch", "pytorch-sdpa", "pytorch-compile")}
 
 

@@ -16,9 +16,11 @@ the kernel for how it runs fast: same inputs, same outputs, and tests/test_model
 proves the two paths agree. numpy_ref imports without Numba.
 
 The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp,
-BLAS threads, memory kept between steps) is in _fast/, below the layers.
+BLAS threads and how long they spin, memory kept between steps) is in _fast/, below the layers.
 """
+from ._fast.blas import NUMPY_BLAS as _NUMPY_BLAS
 from ._fast.memory import keep_freed_memory as _keep_freed_memory
+from ._fast.spin import shorten_spin as _shorten_spin
 from .activations import gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import attention_backward, attention_forward, attention_rows_backward, attention_rows_forward
 from .cross_entropy import IGNORE, cross_entropy_backward, cross_entropy_forward, scored_rows
@@ -29,3 +31,4 @@ from .residual import residual_backward, residual_forward
 from .softmax import softmax_backward, softmax_forward
 
 _keep_freed_memory()   # once, for the whole process: see _fast/memory.py
+_shorten_spin(_NUMPY_BLAS)   # and _fast/spin.py
