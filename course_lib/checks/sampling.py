@@ -20,7 +20,8 @@ than -inf, uniform draws, always the argmax) and the hint names the one it match
 import numpy as np
 from scipy.stats import chi2
 
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage, tiered
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_shape, low_precision, stage,
+                   tiered)
 
 __all__ = ["check_char_windows", "check_baselines", "check_sample"]
 
@@ -134,10 +135,13 @@ def _check_baseline_case(fn, train, val, V):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise CheckFailed(f"your function returned {type(got).__name__}, but a pair (unigram, bigram) "
                           f"was expected", hint="end with `return unigram, bigram`")
-    arr = as_array(list(got), "(unigram, bigram)")
-    if arr.shape != (2,):
-        raise CheckFailed(f"(unigram, bigram) should be two numbers, got shape {arr.shape}",
+    parts = [as_array(v, name) for v, name in zip(got, ("unigram", "bigram"))]
+    if any(p.shape != () for p in parts):
+        raise CheckFailed(f"(unigram, bigram) should be two numbers, got shapes "
+                          f"{[p.shape for p in parts]}",
                           hint="each loss is one number: the mean over the held-out characters")
+    narrow = [low_precision(v) for v in got if low_precision(v) is not None]
+    arr = np.array([float(p) for p in parts], dtype=narrow[0] if narrow else np.float64)
     if not np.all(np.isfinite(arr)):
         raise CheckFailed(f"your losses are {arr.tolist()}",
                           hint="a pair never seen in training has count 0, log 0 = -inf: add one "
