@@ -26,7 +26,8 @@ def text_curves(steps, train_loss, val_loss, baselines, step_loss=None, figsize=
             ax.text(steps[-1], value, f"{name} {value:.2f}", ha="right", va="bottom", fontsize=8,
                     color="dimgray")
         ax.set(xlabel="training step", ylabel="cross-entropy (nats/char)",
-               title="next-character loss", ylim=(0, max(baselines.values()) + 0.3))
+               title="next-character loss",
+               ylim=(0, max(max(baselines.values()), max(train_loss), max(val_loss)) + 0.3))
         ax.legend(frameon=False, fontsize=8, loc="upper right", bbox_to_anchor=(1, 0.92))
         ax.grid(alpha=0.3)
     return fig
