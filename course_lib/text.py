@@ -1,10 +1,10 @@
 """Real text for a character-level model: the vocabulary, reading a file, the held-out split,
 windows as batches, the count baselines and a model's validation loss, all in nats per character.
 
-    text = read_text("data/kjv.txt", seq_len=128)
+    text = read_text("data/kjv.txt", seq_len=64)
     vocab = Vocabulary.from_text(text)
     train, val = split(vocab.encode(text))           # the last 10% of the characters held out
-    tokens, targets = random_windows(train, 32, 128, np.random.default_rng(0))
+    tokens, targets = random_windows(train, 32, 64, np.random.default_rng(0))
 """
 import math
 
