@@ -32,7 +32,7 @@ class OneLineErrors(argparse.ArgumentParser):
 def build_parser():
     parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
-    t = sub.add_parser("train", help="train the course model on the operations task",
+    t = sub.add_parser("train", help="train the course model on the operations task, or a GPT on a text (--text)",
                        description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
                                    "on the held-out test split and the wall time, and save it. Ctrl-C stops "
                                    "cleanly and keeps the best model so far. With --text, train a character-level "

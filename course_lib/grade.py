@@ -1,10 +1,14 @@
 """Grade a class: run every learner's notebooks and collect what the checkers found.
 
-    python -m course_lib grade PATH --out report.csv [--timeout 300] [--memory 4]
+    python -m course_lib grade PATH --out report.csv [--jobs N] [--timeout 300] [--memory 4]
+    python -m course_lib grade [NOTEBOOKS] --gradescope autograder.zip   (see course_lib.gradescope)
 
 PATH is one notebook, a folder of one learner's notebooks (learner = the folder's name),
 or a folder with one sub-folder per learner. Each notebook runs top to bottom in a
-scratch copy, in a kernel of its own, with time and memory limits (see course_lib.sandbox).
+scratch copy, in a kernel of its own, with time and memory limits (see course_lib.sandbox);
+--jobs of them at a time (each waits on its kernel: threads suffice). The report is in the
+same order whatever --jobs is. Ctrl-C stops every kernel and writes the rows of the
+notebooks graded so far.
 
 The exercises expected in a notebook are read from its own cells: a markdown heading
 `### Exercise N.k: title`, then the stub/solution code cell(s), then the first code cell
@@ -21,16 +25,20 @@ status:
 """
 from __future__ import annotations
 
+import argparse
 import csv
+import os
 import re
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from tqdm.auto import tqdm
 
+from . import sandbox
 from .checks.core import LIBRARY_CALL
-from .sandbox import run_notebook
 
 COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message")
 HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+Exercise (\d+\.\d+)[ \t]*:?[ \t]*(.*)$", re.M)
@@ -39,6 +47,14 @@ CHECK_CALL = re.compile(r"\bchecks\.check_\w+\s*\(")
 
 class GradeError(ValueError):
     """A problem with what the grader was asked to do (not with a learner's notebook)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while grading: the rows of the notebooks graded by then (in the report's order)."""
+
+    def __init__(self, rows: list[dict], done: int, total: int):
+        super().__init__(f"{done} of {total} notebooks graded")
+        self.rows, self.done, self.total = rows, done, total
 
 
 @dataclass
@@ -120,7 +136,7 @@ def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise
     return rows
 
 
-def grade_notebook(learner: str, path: Path, timeout: float, memory: int) -> list[dict]:
+def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None) -> list[dict]:
     """The report rows of one learner's notebook."""
     base = {"learner": learner, "notebook": path.name}
     try:
@@ -128,22 +144,54 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int) -> lis
     except Exception as err:  # nbformat raises several kinds for a broken file
         return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
                  "message": f"not a readable notebook ({type(err).__name__}: {err})"}]
-    outcome = run_notebook(path, timeout=timeout, memory=memory)
+    try:
+        outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
+    except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
+        return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
+                 "message": f"the grader could not run it ({type(err).__name__}: {err})"}]
     base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
     return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage, "message": message}
             for ex, status, stage, message in exercise_statuses(expected_exercises(nb), outcome)]
 
 
-def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = True) -> list[dict]:
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        return os.cpu_count() or 1
+
+
+def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, jobs: int = 1,
+                    progress: bool = True, user=None) -> list[dict]:
+    """The rows of each (learner, notebook) of `todo`, in that order, `jobs` notebooks at a time.
+    Ctrl-C: every kernel stops, and Interrupted carries the rows of the notebooks done."""
+    sandbox.resume()
+    done = [None] * len(todo)
+    with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user): i
+                   for i, (learner, nb) in enumerate(todo)}
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                done[i] = future.result()
+                bar.update()
+                bar.set_postfix_str(f"{todo[i][0]}/{todo[i][1].name}")
+        except KeyboardInterrupt:
+            sandbox.stop_all()   # the running notebooks end at once, the others never start
+            pool.shutdown(wait=True, cancel_futures=True)
+            kept = [rows for rows in done if rows is not None]
+            raise Interrupted([r for rows in kept for r in rows], len(kept), len(todo)) from None
+    return [r for rows in done for r in rows]
+
+
+def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = True,
+          jobs: int = 1, user=None) -> list[dict]:
     """Grade every notebook under `path`: a list of report rows (dicts with COLUMNS and the title)."""
     learners = find_class(path)
-    jobs = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
-    rows = []
-    with tqdm(jobs, unit="notebook", disable=not progress, desc="grading") as bar:
-        for learner, notebook in bar:
-            bar.set_postfix_str(f"{learner}/{notebook.name}")
-            rows += grade_notebook(learner, notebook, timeout, memory)
-    return rows
+    todo = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
+    return grade_notebooks(todo, timeout, memory, jobs, progress, user)
 
 
 def write_csv(rows: list[dict], out) -> None:
@@ -153,7 +201,7 @@ def write_csv(rows: list[dict], out) -> None:
         writer.writerows(rows)
 
 
-def _where(row: dict) -> str:
+def describe(row: dict) -> str:
     """A row's status, with the stage and message when they tell a learner what to do next."""
     text = row["status"] + (f" [{row['stage']}]" if row["stage"] else "")
     if row["status"] in ("failed", LIBRARY_CALL, "error", "not reached") and row["message"]:
@@ -174,7 +222,7 @@ def summary(rows: list[dict]) -> str:
         lines.append(f"  {learner:<{lwidth}}  {n}/{len(titles)}")
     if len(learners) == 1:
         lines.append("status, per exercise:")
-        lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {_where(r)}" for r in rows if r["exercise"]]
+        lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {describe(r)}" for r in rows if r["exercise"]]
         return "\n".join(lines)
     lines.append("learners who passed, per exercise:")
     for ex, title in titles.items():
@@ -183,24 +231,61 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _positive_int(text: str) -> int:
+    """argparse type of --jobs: a whole number >= 1 (argparse turns the error into one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of notebooks at a time, 1 or more, got {text!r}")
+    return value
+
+
 def configure(parser) -> None:
     """Add the grade command's arguments to an argparse parser."""
-    parser.add_argument("path", help="a notebook, a folder of one learner's notebooks, or a folder "
-                                     "with one sub-folder per learner")
+    parser.add_argument("path", nargs="?", help="a notebook, a folder of one learner's notebooks, or a folder "
+                                                "with one sub-folder per learner; with --gradescope: the "
+                                                "assignment's notebooks (default: all the course's)")
     parser.add_argument("--out", default="report.csv", help="the CSV report to write")
+    parser.add_argument("--jobs", type=_positive_int, default=default_jobs(),
+                        help="notebooks graded at a time; the default is this machine's number of cores")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
     parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")
+    parser.add_argument("--user", help="run the kernels as this user, e.g. nobody (the grader must run as root)")
+    parser.add_argument("--gradescope", metavar="ZIP", help="write Gradescope's autograder bundle for the "
+                                                           "notebooks of PATH instead of grading")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(grade_parser=parser)
 
 
 def command(args) -> int:
-    """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request."""
+    """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request, 130
+    after Ctrl-C (the rows of the notebooks graded by then are written)."""
     if args.timeout <= 0 or args.memory <= 0:
         raise GradeError("--timeout and --memory must be positive")
+    if args.gradescope:
+        from .gradescope_bundle import command as bundle
+        return bundle(args.path, args.gradescope, args.timeout, args.memory)
+    if args.path is None:
+        args.grade_parser.error("give PATH, the notebooks to grade (or --gradescope ZIP)")
     out = Path(args.out)
     if not out.parent.is_dir():
         raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
-    rows = grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30), progress=not args.no_progress)
+    try:
+        user = sandbox.kernel_user(args.user) if args.user else None
+    except ValueError as err:
+        raise GradeError(f"--user: {err}") from None
+    try:
+        rows = grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
+                     progress=not args.no_progress, jobs=args.jobs, user=user)
+    except Interrupted as stop:
+        if not stop.rows:
+            raise KeyboardInterrupt from None    # nothing graded: no report (__main__ says so)
+        write_csv(stop.rows, out)
+        print(f"interrupted: {stop.done} of {stop.total} notebooks graded; partial report: {out} "
+              f"({len(stop.rows)} rows)", file=sys.stderr)
+        return 130
     write_csv(rows, out)
     print(summary(rows))
     print(f"report: {out} ({len(rows)} rows)")

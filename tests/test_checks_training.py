@@ -1,7 +1,9 @@
 """Checkers of notebook 11 (training): they pass the reference solutions and a loop version,
 and reject realistic learner bugs at the right stage, with a hint that names the bug."""
+import collections
 import math
 import re
+import types
 
 import numpy as np
 import pytest
@@ -101,7 +103,7 @@ def test_reference_and_loop_versions_pass(check, fn, capsys):
 def test_checkers_are_listed_and_labelled():
     from course_lib.checks import training
     assert set(training.__all__) == {"check_sgd_momentum_step", "check_adam_step",
-                                     "check_clip_by_global_norm"}
+                                     "check_clip_by_global_norm", "check_train_loop"}
     for name in training.__all__:
         assert getattr(cl.checks, name) is getattr(training, name)
 
@@ -469,3 +471,170 @@ def test_clip_returning_the_callers_dict_fails(capsys):
     assert_rejects(cl.checks.check_clip_by_global_norm, same_dict, capsys, "return a new dict",
                    stage="random cases, above and below max_norm",
                    message_part="is the dict `grads` you were given")
+
+
+# ---- Exercise 11.6: the training loop ----------------------------------------------------------
+
+def train_loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+    """The notebook's solution: the learner's adam_step and clip_by_global_norm (defined above)."""
+    (tokens, targets), n = data, len(data[0])
+    rng, t = np.random.default_rng(seed), 0
+    m = {name: np.zeros_like(p) for name, p in model.params.items()}
+    v = {name: np.zeros_like(p) for name, p in model.params.items()}
+    history = {"loss": [], "grad_norm": [], "lr": []}
+    for epoch in range(epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            rows = order[start:start + batch_size]
+            t += 1
+            loss = model.loss(tokens[rows], targets[rows])
+            grads, norm = clip_by_global_norm(backward(model), max_norm)
+            lr = schedule(t)
+            for name in model.params:
+                model.params[name], m[name], v[name] = adam_step(
+                    model.params[name], grads[name], m[name], v[name], t, lr,
+                    (0.9, 0.999), 1e-8)
+            for key, value in zip(history, (loss, norm, lr)):
+                history[key].append(float(value))
+    return history
+
+
+def buggy_loop(bug):
+    """The loop written out once more, with one bug (None: none), in course_lib's in-place
+    style: Adam's moments updated in place, clipping with course_lib's factor max_norm / (norm
+    + 1e-6), which Exercise 11.5's checker accepts."""
+    def loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+        tokens, targets = data
+        n, b1, b2 = len(tokens), 0.9, 0.999
+        rng = np.random.default_rng(0 if bug == "seed ignored" else seed)
+        state = {k: [np.zeros_like(p), np.zeros_like(p)] for k, p in model.params.items()}
+        hist, t = {"loss": [], "grad_norm": [], "lr": []}, -1 if bug == "t from 0" else 0
+        for _ in range(epochs):
+            if bug in ("t per epoch", "state per epoch"):
+                t = 0
+            if bug in ("moments per epoch", "state per epoch"):
+                state = {k: [np.zeros_like(p), np.zeros_like(p)] for k, p in model.params.items()}
+            if bug == "rng per epoch":
+                rng = np.random.default_rng(seed)
+            if bug == "history per epoch":
+                hist = {"loss": [], "grad_norm": [], "lr": []}
+            order = np.arange(n) if bug == "no shuffle" else rng.permutation(n)
+            for lo in range(0, n - n % batch_size if bug == "drop last" else n, batch_size):
+                t += 1
+                loss = model.loss(tokens[order[lo:lo + batch_size]],
+                                  targets[order[lo:lo + batch_size]])
+                grads = model.backward() if bug == "model.backward" else backward(model)
+                norm = cl.optim.global_norm(grads)
+                scale = max_norm / (norm + 1e-6) if norm > max_norm else 1.0
+                grads = {k: g * (1.0 if bug == "no clipping" else scale)
+                         for k, g in grads.items()}
+                lr = schedule(t - 1 if bug == "schedule(t - 1)" else t)
+                for k, (m, v) in state.items():
+                    m[...] = b1 * m + (1 - b1) * grads[k]
+                    v[...] = b2 * v + (1 - b2) * grads[k] ** 2
+                    new = model.params[k] - lr * (m / (1 - b1 ** t)) / (
+                        np.sqrt(v / (1 - b2 ** t)) + 1e-8)
+                    if bug != "not assigned":
+                        model.params[k] = new
+                hist["loss"].append(float(loss))
+                hist["grad_norm"].append(min(norm, max_norm) if bug == "norm after clipping"
+                                         else norm)
+                hist["lr"].append(np.float32(lr) if bug == "float32 lr" else lr)
+        return {k: h for k, h in hist.items() if not (bug == "no lr" and k == "lr")}
+    return loop
+
+
+LOOP = cl.checks.check_train_loop
+SHAPES = "returns the history ('loss', 'grad_norm', 'lr', one entry per step) and updates model.params"
+ONE_EPOCH = "one epoch of 3 batches, against a reference loop"
+TWO_EPOCHS = ("two epochs of 37 problems in batches of 8 (the last one short), seed 5, max_norm 2 "
+              "(some steps clipped, some not): what carries over between epochs")
+
+
+@pytest.mark.parametrize("fn", [train_loop, buggy_loop(None)], ids=["solution", "in place"])
+def test_the_loop_passes(fn, capsys):
+    assert_passes(LOOP, fn, capsys)
+
+
+@pytest.mark.parametrize("bug, stage, hint", [
+    ("t from 0", SHAPES, "t is 0 at the first step"),
+    ("not assigned", SHAPES, "assign it back"),
+    ("no lr", SHAPES, "'lr'"),
+    ("model.backward", SHAPES, "backward(model)"),
+    ("float32 lr", SHAPES, "float64"),
+    ("no clipping", ONE_EPOCH, "give Adam the clipped ones"),
+    ("norm after clipping", ONE_EPOCH, "record the norm before"),
+    ("schedule(t - 1)", ONE_EPOCH, "passes t - 1"),
+    ("no shuffle", ONE_EPOCH, "stored order"),
+    ("t per epoch", TWO_EPOCHS, "t starts again at 1 every epoch"),
+    ("moments per epoch", TWO_EPOCHS, "m and v are made anew every epoch"),
+    ("state per epoch", TWO_EPOCHS, "(t, m and v) is made anew"),
+    ("rng per epoch", TWO_EPOCHS, "same order"),
+    ("seed ignored", TWO_EPOCHS, "does not depend on `seed`"),
+    ("drop last", TWO_EPOCHS, "last, shorter batch is missing"),
+    ("history per epoch", TWO_EPOCHS, "made anew in each epoch"),
+])
+def test_loop_mistakes_are_named(bug, stage, hint, capsys):
+    assert_rejects(LOOP, buggy_loop(bug), capsys, hint, stage=stage)
+
+
+def _with_helpers(**helpers):
+    """The solution's code with other adam_step / clip_by_global_norm in its globals."""
+    return types.FunctionType(train_loop.__code__, {**globals(), **helpers}, "train_loop")
+
+
+HELPERS = "first, the functions of Exercises 11.4-11.5 that train_loop calls: "
+
+
+@pytest.mark.parametrize("helpers, exercise, hint", [
+    ({"adam_step": _adam_variant(correct=(False, False))}, "Exercise 11.4", "no bias correction"),
+    ({"clip_by_global_norm": _clip_odd}, "Exercise 11.5", "Exercise 11.5"),
+])
+def test_a_bug_in_a_helper_is_named_there(helpers, exercise, hint, capsys):
+    result = assert_rejects(LOOP, _with_helpers(**helpers), capsys, hint,
+                            stage=HELPERS + "adam_step, clip_by_global_norm")
+    assert f"check of {exercise} fails" in result.message and "fix " + exercise in result.hint
+
+
+def test_a_helper_not_done_is_named(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    result = assert_rejects(LOOP, _with_helpers(adam_step=stub), capsys, "finish Exercise 11.4")
+    assert "which is not done yet" in result.message
+
+
+def test_an_unknown_order_gets_the_idea_then_the_formula(capsys, monkeypatch):
+    monkeypatch.setattr(cl.checks.core, "_failures", collections.Counter())   # a fresh kernel
+    def other_order(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0,
+                    seed=0):
+        tokens, targets = data
+        shuffled = np.random.default_rng(99).permutation(len(tokens))
+        return train_loop(model, backward, (tokens[shuffled], targets[shuffled]), epochs,
+                          schedule, batch_size, max_norm, seed)
+    first = assert_rejects(LOOP, other_order, capsys, "the first batch already differs",
+                           stage=ONE_EPOCH, message_part="history['loss'] differs first at step 1")
+    assert "hint 1 of 2" in first.hint and "rng.permutation(len(tokens))" not in first.hint
+    second = assert_rejects(LOOP, other_order, capsys, "rng.permutation(len(tokens))")
+    assert "hint 2 of 2" in second.hint
+
+
+def test_a_loop_on_course_lib_optimiser_is_a_library_call(capsys):
+    def with_adam(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+        opt = cl.optim.Adam(model.params, lr=schedule(1))
+        tokens, targets = data
+        model.loss(tokens[:batch_size], targets[:batch_size])
+        opt.step(backward(model))
+        return {"loss": [], "grad_norm": [], "lr": []}
+    result, out = run_check(LOOP, with_adam, capsys)
+    assert not result.passed and result.library == "course_lib.optim.Adam.step", out
+    assert "your own adam_step (Exercise 11.4)" in result.hint, out
+
+
+@pytest.mark.parametrize("value, text", [
+    (None, "returned None"), ([1.0], "expected the dict"), ({"loss": [1.0]}, "no key 'grad_norm'"),
+    ({"loss": np.array(1.0), "grad_norm": [], "lr": []}, "history['loss'] is a ndarray, expected a list"),
+])
+def test_odd_histories_fail_cleanly(value, text, capsys):
+    def loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+        return value
+    assert_rejects(LOOP, loop, capsys, None, stage=SHAPES, message_part=text)

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from course_lib import grade
+from course_lib import grade, sandbox
 from course_lib.__main__ import main
 from course_lib.edition import student_notebook
 
@@ -188,6 +188,7 @@ def test_a_function_that_calls_the_library_is_marked(tmp_path, capsys):
     (lambda d: [str(d / "empty")], "no notebooks"),
     (lambda d: [str(d / "empty"), "--out", str(d / "nowhere" / "r.csv")], "does not exist"),
     (lambda d: [str(d / "empty"), "--timeout", "0"], "must be positive"),
+    (lambda d: [str(d / "empty"), "--user", "no-such-user"], "--user: "),   # not root, or no such user
 ])
 def test_errors_are_one_line(tmp_path, capsys, make_args, says):
     (tmp_path / "notes.txt").write_text("not a notebook")
@@ -195,6 +196,66 @@ def test_errors_are_one_line(tmp_path, capsys, make_args, says):
     assert main(["grade", *make_args(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_parallel_report_equals_the_serial_one(tmp_path):
+    """--jobs 2 and --jobs 1 give the same rows in the same order (learner, then notebook),
+    whichever notebook ends first: the first learner's first notebook is the slowest."""
+    slow = small_notebook()
+    slow.cells.insert(1, new_code_cell("import time\ntime.sleep(4)"))
+    write(slow, tmp_path / "ann", "01_a.ipynb")
+    write(small_notebook(), tmp_path / "ann", "02_b.ipynb")
+    write(student_notebook(small_notebook())[0], tmp_path / "ben")
+    (tmp_path / "cat").mkdir()
+    (tmp_path / "cat" / "01_small.ipynb").write_text("{not json")
+    runs = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"report{jobs}.csv"
+        assert main(["grade", str(tmp_path), "--out", str(out), "--jobs", str(jobs), "--no-progress"]) == 0
+        runs[jobs] = out.read_text()
+    assert runs[1] == runs[2]
+    rows = list(csv.DictReader(runs[1].splitlines()))
+    assert [(r["learner"], r["notebook"]) for r in rows] == (
+        [("ann", "01_a.ipynb")] * 4 + [("ann", "02_b.ipynb")] * 4 + [("ben", "01_small.ipynb")] * 4
+        + [("cat", "01_small.ipynb")])
+    assert [r["status"] for r in rows] == ["passed"] * 8 + ["not done"] * 4 + ["error"]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_ctrl_c_keeps_the_graded_rows_and_stops_every_kernel(tmp_path):
+    """Two endless notebooks and a quick one, two at a time: Ctrl-C after the quick one is graded
+    writes its rows, says the report is partial, and leaves no kernel running."""
+    endless = small_notebook()
+    endless.cells.insert(1, new_code_cell(
+        "import os\nopen(os.environ['KERNEL_PIDS'], 'a').write(f'{os.getpid()}\\n')\nwhile True:\n    pass"))
+    write(small_notebook(), tmp_path / "class" / "ann")
+    write(endless, tmp_path / "class" / "bob")
+    write(endless, tmp_path / "class" / "cat")
+    pids, out = tmp_path / "pids.txt", tmp_path / "r.csv"
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent), "KERNEL_PIDS": str(pids)}
+    grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path / "class"), "--out",
+                               str(out), "--jobs", "2", "--timeout", "120", "--no-progress"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
+        time.sleep(0.5)   # both endless kernels run: ann's notebook, first in line, is graded
+    grader.send_signal(signal.SIGINT)
+    stdout, err = grader.communicate(timeout=60)
+    assert grader.returncode == 130 and stdout == ""
+    assert err == f"interrupted: 1 of 3 notebooks graded; partial report: {out} (4 rows)\n"
+    with open(out, newline="", encoding="utf-8") as f:
+        assert [(r["learner"], r["status"]) for r in csv.DictReader(f)] == [("ann", "passed")] * 4
+    kernels = [int(p) for p in pids.read_text().split()]
+    assert len(kernels) == 2
+    time.sleep(1)
+    assert not [pid for pid in kernels if _alive(pid)]
 
 
 def test_ctrl_c_stops_grading_in_one_line(tmp_path):
@@ -213,9 +274,25 @@ def test_ctrl_c_stops_grading_in_one_line(tmp_path):
     assert not (tmp_path / "r.csv").exists()
 
 
-@pytest.mark.parametrize("argv", [["grade"], ["grade", ".", "--timeout", "soon"], ["doctor", "--fast"]])
+@pytest.mark.parametrize("argv", [["grade"], ["grade", ".", "--timeout", "soon"], ["grade", ".", "--jobs", "0"],
+                                  ["grade", ".", "--jobs", "two"], ["doctor", "--fast"]])
 def test_argument_errors_are_one_line(capsys, argv):
     with pytest.raises(SystemExit) as stop:
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and "error:" in err and "Traceback" not in err
+
+
+def test_a_kernel_of_another_user_reads_the_compiled_kernels(tmp_path):
+    """The copy of course_lib's Numba cache handed to a kernel that runs as another user is laid
+    out where Numba looks (NUMBA_CACHE_DIR): the kernels load, nothing compiles again."""
+    call = ("import numpy as np; from course_lib.kernels.softmax import softmax_forward as f; "
+            "f(np.ones((2, 3), np.float32)); ")
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
+    subprocess.run([sys.executable, "-c", call], env=env, check=True)   # compiled into course_lib's cache
+    sandbox._copy_numba_cache(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", call + "print(sum(f.stats.cache_hits.values()), "
+                           "sum(f.stats.cache_misses.values()))"],
+                          env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "cache")},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "0"]

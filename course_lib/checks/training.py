@@ -3,6 +3,7 @@
     cl.checks.check_sgd_momentum_step(sgd_momentum_step)   # Exercise 11.2: (new_param, new_velocity)
     cl.checks.check_adam_step(adam_step)                   # Exercise 11.4: (new_param, m, v)
     cl.checks.check_clip_by_global_norm(clip_by_global_norm)  # Exercise 11.5: (clipped dict, norm)
+    cl.checks.check_train_loop(train_loop)                 # Exercise 11.6: history dict of lists
 
 (Exercises 11.1 and 11.3 are derivations on paper, the divergence threshold of gradient descent
 on 0.5 (w - 3)^2 and Adam's bias correction: no checker.)
@@ -21,17 +22,24 @@ Conventions, stated in the notebook and fixed here:
 - Adam's step counter t starts at 1 (the first call has t = 1) and eps is added outside the
   square root: param - lr * m_hat / (sqrt(v_hat) + eps);
 - clipping scales every gradient by max_norm / norm when norm > max_norm (course_lib adds
-  1e-6 to the norm, a difference far below the tolerance) and returns the norm before clipping.
+  1e-6 to the norm, a difference far below the tolerance) and returns the norm before clipping;
+- the training loop (11.6) counts t from 1 over the whole run, for Adam and for schedule(t), and
+  takes each epoch's problems in the order rng.permutation(n) of one rng made from seed.
 
 Expected values come from float64 formulas written here, never from the learner's function;
 a wrong result is compared with the usual mistakes, and the hint names the one it matches.
 """
+import inspect
+
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
-                   low_precision, stage)
+from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_finite,
+                   expect_shape, foreign_array, low_precision, stage, tiered)
+from .library import Solution
+from .multihead import _names_used, _quietly
 
-__all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm"]
+__all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm",
+           "check_train_loop"]
 
 
 def _call_quiet(fn, *args):
@@ -426,3 +434,307 @@ def check_clip_by_global_norm(fn):
     with stage("edge cases: all-zero gradients, one huge gradient"):
         _clip_case(fn, {"w": np.zeros((2, 2)), "b": np.zeros(2)}, 1.0)
         _clip_case(fn, {"w": np.array([[1e6, -2e6]]), "b": np.array([1e-3])}, 1.0)
+
+
+# ----------------------------------------------------------------------------------------
+# Exercise 11.6: the training loop
+# ----------------------------------------------------------------------------------------
+
+_BETAS, _EPS, _KEYS = (0.9, 0.999), 1e-8, ("loss", "grad_norm", "lr")
+_HELPERS = {"adam_step": ("Exercise 11.4", check_adam_step),
+            "clip_by_global_norm": ("Exercise 11.5", check_clip_by_global_norm)}
+
+
+class _Schedule:
+    """The schedule the checker passes: a learning rate that differs at every step, so that a
+    step counted wrong shows; it records the t it is called with."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, t):
+        self.calls.append(t)
+        return 0.02 / (1.0 + 0.25 * t)
+
+
+class _Backward:
+    """backward(model) as the loop receives it: the model's own backward, its calls counted."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, model):
+        self.calls += 1
+        return model.backward()
+
+
+def _small_model():
+    from ..config import presets
+    from ..model import Transformer
+    return Transformer(presets.deep_dive(d_model=16, n_heads=2, d_ff=32, dtype="float64"), seed=0)
+
+
+def _problems(n):
+    from ..task import splits
+    tokens, targets = splits(0)["train"]
+    return tokens[:n].copy(), targets[:n].copy()
+
+
+def _reference_loop(setting, mistake=None):
+    """The loop of Exercise 11.6 with the checker's own float64 formulas, or with one of the
+    usual mistakes (a key of _LOOP_MISTAKES). -> (final params, history as arrays)."""
+    (tokens, targets), epochs, batch_size, max_norm, seed = setting
+    model, schedule, (b1, b2), n = _small_model(), _Schedule(), _BETAS, len(tokens)
+    hist, t = {k: [] for k in _KEYS}, 0
+    rng = np.random.default_rng(0 if mistake == "seed ignored" else seed)
+    m = {k: np.zeros_like(p) for k, p in model.params.items()}
+    v = {k: np.zeros_like(p) for k, p in model.params.items()}
+    for _ in range(epochs):
+        if mistake in ("t per epoch", "state per epoch"):
+            t = 0
+        if mistake in ("moments per epoch", "state per epoch"):
+            m, v = ({k: np.zeros_like(p) for k, p in model.params.items()} for _ in range(2))
+        if mistake == "rng per epoch":
+            rng = np.random.default_rng(seed)
+        order = np.arange(n) if mistake == "no shuffle" else rng.permutation(n)
+        for lo in range(0, n, batch_size):
+            rows, t = order[lo:lo + batch_size], t + 1
+            loss = model.loss(tokens[rows], targets[rows])
+            grads = model.backward()
+            norm = float(np.sqrt(sum(np.sum(g * g) for g in grads.values())))
+            scale = max_norm / norm if norm > max_norm and mistake != "no clipping" else 1.0
+            lr = schedule(t - 1 if mistake == "schedule(t - 1)" else t)
+            for k, p in model.params.items():
+                g = grads[k] * scale
+                m[k] = b1 * m[k] + (1 - b1) * g
+                v[k] = b2 * v[k] + (1 - b2) * g * g
+                step = lr * (m[k] / (1 - b1 ** t)) / (np.sqrt(v[k] / (1 - b2 ** t)) + _EPS)
+                model.params[k] = p - step
+            shown = min(norm, max_norm) if mistake == "norm after clipping" else norm
+            for key, value in zip(_KEYS, (loss, shown, lr)):
+                hist[key].append(float(value))
+    return model.params, {k: np.array(h) for k, h in hist.items()}
+
+
+_LOOP_MISTAKES = {
+    "state per epoch": "Adam's state (t, m and v) is made anew every epoch: make it once, before "
+                       "the first epoch; it carries over from epoch to epoch",
+    "t per epoch": "t starts again at 1 every epoch: t counts the steps of the whole run (Adam's "
+                   "bias correction and the schedule need the step number, not the step within "
+                   "the epoch)",
+    "moments per epoch": "Adam's m and v are made anew every epoch: make them once, before the "
+                         "first epoch; they carry over from epoch to epoch",
+    "no clipping": "Adam moved along the gradients as backward returned them: clip them with "
+                   "clip_by_global_norm(grads, max_norm) and give Adam the clipped ones",
+    "norm after clipping": "history['grad_norm'] holds the norm after clipping: record the norm "
+                           "before, the one clip_by_global_norm returns",
+    "schedule(t - 1)": "the learning rate of step t is schedule(t), with t = 1 at the first step: "
+                       "your loop passes t - 1",
+    "no shuffle": "every epoch takes the problems in their stored order: take them in the order "
+                  "rng.permutation(n)",
+    "rng per epoch": "every epoch takes the problems in the same order: make rng once, before the "
+                     "first epoch, so that each epoch draws a new permutation",
+    "seed ignored": "the order of the problems does not depend on `seed`: make rng with "
+                    "np.random.default_rng(seed)",
+}
+
+_ORDER_HINT = tiered("the first batch already differs: each epoch takes the problems in the "
+                     "order rng.permutation(n), of one rng made once from seed, in batches of "
+                     "batch_size (the last one shorter)",
+                     "rng = np.random.default_rng(seed) before the epochs; order = "
+                     "rng.permutation(len(tokens)) at the start of each epoch; rows = "
+                     "order[lo:lo + batch_size] for lo in range(0, len(tokens), batch_size)")
+_STEP_HINTS = {
+    "lr": "the learning rate of step t is schedule(t), with t counted from 1 over the whole run",
+    "grad_norm": "record the global norm of backward's gradients before clipping (the norm "
+                 "clip_by_global_norm returns)",
+    "loss": tiered("the first steps agree, a later one does not: check the update of each "
+                   "parameter (Adam on the clipped gradients, betas (0.9, 0.999), eps 1e-8, at "
+                   "step t with lr schedule(t)), and that t, m and v are kept from step to step",
+                   "per step: t += 1; grads, norm = clip_by_global_norm(backward(model), "
+                   "max_norm); then for each name: model.params[name], m[name], v[name] = "
+                   "adam_step(model.params[name], grads[name], m[name], v[name], t, lr, "
+                   "(0.9, 0.999), 1e-8)"),
+}
+
+
+def _loop_helpers_first(fn):
+    """The loop runs on the learner's adam_step (Exercise 11.4) and clip_by_global_norm (11.5)
+    when it calls them: check those first, quietly, so that a bug there is named there."""
+    fn = inspect.unwrap(fn)
+    code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    used = _names_used(code) if code is not None else set()
+    own = {n: found[n] for n in _HELPERS if n in used and callable(found.get(n))}
+    if not own:
+        return
+    name = getattr(fn, "__name__", "function")
+    with stage(f"first, the functions of Exercises 11.4-11.5 that {name} calls: "
+               f"{', '.join(own)}"):
+        for helper, f in own.items():
+            exercise, check = _HELPERS[helper]
+            _quietly(fn, check, exercise, own, f)
+
+
+def _history(hist, steps, n, batch_size, epochs):
+    """The learner's history as {key: float array (steps,)}, or a failure naming what is wrong."""
+    if hist is None:
+        raise CheckFailed("your function returned None", hint="end with `return history`")
+    if not isinstance(hist, dict):
+        raise CheckFailed(f"your function returned a {type(hist).__name__}, expected the dict "
+                          f"history", hint="history = {'loss': [], 'grad_norm': [], 'lr': []}, "
+                                           "one entry appended to each list at every step")
+    missing = [k for k in _KEYS if k not in hist]
+    if missing:
+        raise CheckFailed(f"history has no key {missing[0]!r} (its keys: {sorted(map(str, hist))})",
+                          hint="history holds three lists: 'loss', 'grad_norm' (before "
+                               "clipping) and 'lr', one entry per step")
+    out = {}
+    for key in _KEYS:
+        values = hist[key]
+        try:
+            size = len(values)
+        except TypeError:               # a number, a 0-d array, a generator
+            raise CheckFailed(f"history[{key!r}] is a {type(values).__name__}, expected a list "
+                              f"with one entry per step", hint="start each list empty and "
+                              "append one entry at every step") from None
+        if size != steps:
+            raise CheckFailed(f"history[{key!r}] has {size} entries, expected {steps} (one per "
+                              f"step: {epochs} epochs of {-(-n // batch_size)} batches)",
+                              hint=_length_hint(size, n, batch_size, epochs))
+        for i, value in enumerate(values):
+            foreign, low = foreign_array(value), low_precision(value)
+            if foreign or low is not None:
+                raise CheckFailed(f"history[{key!r}][{i}] is a {foreign or low}, expected a "
+                                  f"float64 number", hint="append float(loss), float(norm) "
+                                  "and float(lr): plain Python numbers, computed in float64")
+        out[key] = as_array(list(values), f"history[{key!r}]")
+        if out[key].shape != (steps,):
+            raise CheckFailed(f"history[{key!r}] should hold one number per step, got entries "
+                              f"of shape {out[key].shape[1:]}", hint="append one number per step")
+    return out
+
+
+def _length_hint(size, n, batch_size, epochs):
+    if size == epochs * (n // batch_size):
+        return ("the last, shorter batch is missing: with n problems an epoch has "
+                "ceil(n / batch_size) batches, range(0, n, batch_size)")
+    if size == epochs:
+        return "append once per step (per batch), not once per epoch"
+    if size == -(-n // batch_size):
+        return "one entry per step of every epoch: is history made anew in each epoch?"
+    return "append one entry to each list at every step, after the update"
+
+
+def _final_params(model, start):
+    """The model's parameters after the loop, as {name: array}, or a failure."""
+    params = getattr(model, "params", None)
+    if not isinstance(params, dict) or set(params) != set(start):
+        raise CheckFailed("model.params no longer holds the model's parameters",
+                          hint="assign each parameter back under its name: "
+                               "model.params[name] = new_param")
+    for k, p0 in start.items():
+        expect_shape(params[k], p0.shape, what=f"model.params[{k!r}]")
+    if all(np.array_equal(params[k], p0) for k, p0 in start.items()):
+        raise CheckFailed("the model's parameters did not change",
+                          hint="adam_step returns the new parameter and changes nothing in "
+                               "place: assign it back, model.params[name] = new_param")
+    return {k: as_array(params[k], f"model.params[{k!r}]") for k in start}
+
+
+# relative to the largest entry of each array. The right loop agrees with the reference to
+# 1e-15; clipping with course_lib's factor max_norm / (norm + 1e-6), which Exercise 11.5's
+# checker accepts, moves the parameters by up to 1e-7 of their size, and up to 1e-5 in a loop
+# that restarts Adam's moments (coordinates whose gradient is near eps amplify it). Every
+# mistake named below changes the loss by 1e-3 or more.
+_RTOL = 1e-4
+_NAN_HINT = ("is t 0 at the first step? Adam's bias correction divides by 1 - beta1 ** t, which "
+             "is 0 at t = 0: count t from 1. Else print the loss and the gradient norm of each "
+             "step to see where it breaks")
+
+
+def _agree(got, want):
+    scale = float(np.max(np.abs(want))) if np.size(want) else 0.0
+    return np.allclose(got, want, rtol=0.0, atol=_RTOL * scale)
+
+
+def _same_run(hist, params, want):
+    want_params, want_hist = want
+    return (all(_agree(hist[k], want_hist[k]) for k in _KEYS)
+            and all(_agree(params[k], p) for k, p in want_params.items()))
+
+
+def _first_difference(hist, params, want):
+    """(message, default hint) for the first step, or parameter, where the learner's run differs."""
+    want_params, want_hist = want
+    for i in range(len(want_hist["loss"])):
+        for key in _KEYS:
+            if not _agree(hist[key][i], want_hist[key][i]):
+                got_v, want_v = _digits(hist[key][i], want_hist[key][i])
+                hint = _ORDER_HINT if key == "loss" and i == 0 else _STEP_HINTS[key]
+                return (f"history[{key!r}] differs first at step {i + 1}: got {got_v}, "
+                        f"expected {want_v}"), hint
+    for k, p in want_params.items():
+        if not _agree(params[k], p):
+            return (f"the history is right, but after the loop model.params[{k!r}] differs from "
+                    f"a reference loop's (largest difference "
+                    f"{float(np.max(np.abs(params[k] - p))):.3g})"), _STEP_HINTS["loss"]
+    return "", None
+
+
+def _loop_case(fn, n, batch_size, epochs, max_norm, seed, values=True):
+    """Run the learner's loop on the small float64 model and compare it with the reference."""
+    model, schedule, backward = _small_model(), _Schedule(), _Backward()
+    start = {k: p.copy() for k, p in model.params.items()}
+    with np.errstate(all="ignore"):
+        hist = call(fn, model, backward, _problems(n), epochs, schedule, batch_size=batch_size,
+                    max_norm=max_norm, seed=seed)
+    steps = epochs * -(-n // batch_size)
+    hist = _history(hist, steps, n, batch_size, epochs)
+    if backward.calls != steps:
+        raise CheckFailed(f"your loop called backward(model) {backward.calls} times in {steps} "
+                          f"steps", hint="take each step's gradients from the `backward` you are "
+                          "given, backward(model), once per step: it is how your own backward "
+                          "(Exercise 10.3) trains the model below")
+    params = _final_params(model, start)
+    if not (all(np.all(np.isfinite(h)) for h in hist.values())
+            and all(np.all(np.isfinite(p)) for p in params.values())):
+        t0 = any(t == 0 for t in schedule.calls if isinstance(t, (int, np.integer)))
+        raise CheckFailed("the loss or the parameters became NaN or infinite",
+                          hint=_NAN_HINT if not t0 else "t is 0 at the first step: count t from "
+                          "1, for Adam (whose bias correction divides by 1 - beta1 ** t, 0 at "
+                          "t = 0) and for schedule(t)")
+    if not values:
+        return
+    setting = (_problems(n), epochs, batch_size, max_norm, seed)
+    want = _reference_loop(setting)
+    if _same_run(hist, params, want):
+        return
+    message, hint = _first_difference(hist, params, want)
+    for mistake, named in _LOOP_MISTAKES.items():
+        if _same_run(hist, params, _reference_loop(setting, mistake)):
+            raise CheckFailed(message, named)
+    raise CheckFailed(message, hint)
+
+
+def _own_not_library(path, yours):
+    return Solution(path, message=f"your loop calls course_lib.{path}",
+                    hint=f"the loop trains with your own {yours}: call it instead")
+
+
+_LOOP_LIBRARY = [Solution("train.fit", what="which trains a model for you"),
+                 _own_not_library("optim.Adam.step", "adam_step (Exercise 11.4)"),
+                 _own_not_library("optim.adam_update", "adam_step (Exercise 11.4)"),
+                 _own_not_library("optim.clip_grad_norm", "clip_by_global_norm (Exercise 11.5)")]
+
+
+@checker("Exercise 11.6", "the training loop", library=_LOOP_LIBRARY)
+def check_train_loop(fn):
+    _loop_helpers_first(fn)
+    with stage("returns the history ('loss', 'grad_norm', 'lr', one entry per step) and "
+               "updates model.params"):
+        _loop_case(fn, 12, 4, 1, 1.0, 0, values=False)
+    with stage("one epoch of 3 batches, against a reference loop"):
+        _loop_case(fn, 12, 4, 1, 1.0, 0)
+    with stage("two epochs of 37 problems in batches of 8 (the last one short), seed 5, "
+               "max_norm 2 (some steps clipped, some not): what carries over between epochs"):
+        _loop_case(fn, 37, 8, 2, 2.0, 5)

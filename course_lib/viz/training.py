@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 from .figures import PALETTE, heatmap, line_plot, new_figure, style
 
 __all__ = ["lr_trajectories", "schedule_curves", "training_curves", "training_frame",
-           "embedding_basis", "ablation_curves"]
+           "embedding_basis", "ablation_curves", "lr_sweep", "your_run"]
 
 
 def lr_trajectories(trajectories, target=3.0, ylim=(-6.0, 12.0), figsize=(9, 3.5)) -> Figure:
@@ -65,7 +65,7 @@ def training_curves(history, per_op=None, smooth=20, figsize=(11, 3.4)) -> Figur
     if len(steps):
         with style():
             axes[0].plot(steps, history.loss, color=PALETTE[4], linewidth=0.6, alpha=0.6,
-                         label="per step")
+                         antialiased=False, label="per step")   # not antialiased: _plain
             axes[0].plot(steps, _smooth(history.loss, smooth), color=PALETTE[0],
                          label=f"mean of {smooth} steps")
             axes[0].set(yscale="log", title="training loss", xlabel="step",
@@ -148,4 +148,60 @@ def ablation_curves(curves, groups, figsize=(11, 3.6)) -> Figure:
             ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
             ax.set_ylim(0, 1.02)
             ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def _plain(ax):
+    """Lines drawn without antialiasing: a notebook stores them in a third to half the bytes
+    (they draw fewer shades of colour), and curves of hundreds of steps look the same."""
+    for line in ax.lines:
+        line.set_antialiased(False)
+
+
+def lr_sweep(losses, smooth=25, figsize=(6, 2.8)) -> Figure:
+    """Notebook 11, a learning-rate sweep: the training loss per step (mean of `smooth` steps)
+    for each rate, and ln 10 (a uniform guess among the ten digits) dotted.
+
+    losses: dict lr -> list of the losses per step."""
+    steps = np.arange(1, len(next(iter(losses.values()))) + 1)
+    fig = line_plot(steps, {f"lr {lr:g}": _smooth(y, smooth) for lr, y in losses.items()},
+                    f"training loss (mean of {smooth} steps)", "step",
+                    "cross-entropy (log scale)", logy=True, figsize=figsize)
+    with style():
+        ax = fig.axes[0]
+        ax.axhline(np.log(10), color="gray", linestyle=":", linewidth=0.8)
+        ax.legend(frameon=False, fontsize=7, ncol=2)
+    _plain(ax)
+    return fig
+
+
+def your_run(history, reference, max_norm, per_epoch, smooth=20, figsize=(8.5, 2.6)) -> Figure:
+    """Notebook 11, a run of your own loop: its training loss per step over a reference run's
+    (fit's); and the global gradient norm per step before clipping, the bound max_norm, and
+    above each epoch (per_epoch steps) the share of its steps that were clipped.
+
+    history: dict with lists 'loss' and 'grad_norm'; reference: a list of losses per step."""
+    fig = new_figure(figsize)
+    with style():
+        ax1, ax2 = fig.subplots(1, 2)
+    steps = np.arange(1, len(history["loss"]) + 1)
+    line_plot(steps, {"fit (course_lib)": _smooth(reference, smooth),
+                      "your loop": _smooth(history["loss"], smooth)},
+              f"training loss (mean of {smooth} steps)", "step", "cross-entropy (log scale)",
+              ax=ax1, logy=True)
+    norms = np.asarray(history["grad_norm"], dtype=float)
+    clipped = (norms > max_norm).reshape(-1, per_epoch).mean(axis=1)
+    with style():
+        ax2.plot(steps, norms, color=PALETTE[4], linewidth=0.7, label="per step")
+        ax2.axhline(max_norm, color=PALETTE[3], linestyle="--", label=f"max_norm = {max_norm:g}")
+        ax2.set(yscale="log", title="gradient norm before clipping", xlabel="step",
+                ylabel="global norm (log scale)")
+        ax2.set_ylim(top=norms.max() * 8)               # room for the shares above the line
+        for epoch, share in enumerate(clipped):
+            ax2.axvline(epoch * per_epoch, color="gray", linewidth=0.5)
+            ax2.text((epoch + 0.5) * per_epoch, 0.97, f"{share:.0%}\nclipped", ha="center",
+                     va="top", fontsize=7, transform=ax2.get_xaxis_transform())
+        ax2.legend(frameon=False, fontsize=8, loc="lower left")
+    _plain(ax1)
+    _plain(ax2)
     return fig

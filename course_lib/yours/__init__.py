@@ -16,9 +16,11 @@ exercise not done, and for every function that failed in the model.
 """
 from __future__ import annotations
 
+import textwrap
+
 from .backend import Backend, PartError, build, model_backward
 from .compare import Comparison, compare
-from .parts import PARTS
+from .parts import ALONE, PARTS
 from . import cells, scratch
 
 __all__ = ["load", "Yours", "Backend", "PartError", "build", "model_backward", "Comparison", "compare", "PARTS"]
@@ -68,6 +70,7 @@ def table_text(table) -> str:
         lines += ["why course_lib's stands in:"] + notes
     yours = sum(s.status == "yours" for s in table)
     lines.append(f"{yours} of {len(table)} functions yours")
+    lines += textwrap.wrap(f"checked alone, not run by the model: {ALONE}", 100)
     return "\n".join(lines)
 
 

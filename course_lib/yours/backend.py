@@ -32,8 +32,8 @@ class Backend:
     """
 
     def __init__(self, functions: dict):
-        for name in course_kernels.__all__ if hasattr(course_kernels, "__all__") else dir(course_kernels):
-            if not name.startswith("_"):
+        for name in dir(course_kernels):
+            if not name.startswith("_") and callable(getattr(course_kernels, name)):
                 setattr(self, name, getattr(course_kernels, name))
         self.functions = dict(functions)
         self.yours = tuple(functions)
@@ -54,7 +54,10 @@ class Backend:
         except PartError:
             raise
         except Exception as e:  # the learner's code: whatever it raised, say which function
-            raise PartError(_innermost_part(e.__traceback__) or part, f"raised {type(e).__name__}: {e}") from e
+            why = f"raised {type(e).__name__}: {e}"
+            if isinstance(e, NameError):
+                why += " (only the exercises' own cells run here: define what the function uses in them)"
+            raise PartError(_innermost_part(e.__traceback__) or part, why) from e
 
     def has(self, part):
         return part in self.functions

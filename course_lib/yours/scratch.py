@@ -34,21 +34,24 @@ def _log(path, **event):
         f.write(json.dumps(event) + "\n")
 
 
-def _isolate(found, run_phase, log):
-    """run_phase(build(found without the failed parts)), setting aside each part that fails in the
-    model (PartError, or the time limit while it ran) and trying again. -> (result, failed)."""
+def _isolate(found, run_phase, seconds, log):
+    """run_phase(build(found without the failed parts)) within `seconds`, setting aside each part that
+    fails in the model (an error, or the time limit while it ran) and trying again. -> (result, failed)."""
     from .backend import PartError, build
     failed = {}
     while True:
         backend = build({k: f for k, f in found.items() if k not in failed})
         try:
-            return run_phase(backend), failed
+            with cells.time_limit(seconds):
+                return run_phase(backend), failed
         except PartError as e:
             failed[e.part] = f"failed in the model: {e.message}"
-        except cells.CellTimeLimit:
+        except (Exception, cells.CellTimeLimit) as e:   # in course_lib's code, after a learner's function ran
             if backend.last_part is None:
-                raise ScratchError("the comparison ran past its time limit with course_lib's functions alone")
-            failed[backend.last_part] = "ran past its time limit in the model (an endless loop?)"
+                raise ScratchError(f"the model failed with course_lib's functions alone: {cells.one_line(e)}") from e
+            failed[backend.last_part] = ("ran past its time limit in the model (an endless loop?)"
+                                         if isinstance(e, cells.CellTimeLimit) else
+                                         f"the model failed after it ran: {cells.one_line(e)}")
         log(failed=sorted(failed))
 
 
@@ -63,8 +66,7 @@ def work(request: dict, events: str) -> dict:
     report, failures = {}, {}
     if request["compare"]:
         _log(events, phase="compare")
-        with cells.time_limit(request["phase_seconds"]):
-            comparison, failed = _isolate(found, compare, lambda **e: _log(events, **e))
+        comparison, failed = _isolate(found, compare, request["phase_seconds"], lambda **e: _log(events, **e))
         report["comparison"] = comparison.errors
         failures.update(failed)
     if request["train"]:
@@ -76,9 +78,8 @@ def work(request: dict, events: str) -> dict:
             return {"yours": asdict(mine) | {"history": None}, "fit": asdict(fit_run) | {"history": None},
                     "loop_is_yours": own}
 
-        with cells.time_limit(request["train_seconds"]):
-            report["training"], failed = _isolate({k: f for k, f in found.items() if k not in failures},
-                                                  run_training, lambda **e: _log(events, **e))
+        report["training"], failed = _isolate({k: f for k, f in found.items() if k not in failures},
+                                              run_training, request["train_seconds"], lambda **e: _log(events, **e))
         failures.update(failed)
     for status in table:
         if status.name in failures:
@@ -123,7 +124,7 @@ def run_in_scratch(folder, *, compare=True, train=None, timeout=600.0, memory=4 
         for _ in range(50):
             request = {"folder": str(Path(folder).resolve()), "skip": skip, "compare": compare,
                        "train": train, "cell_seconds": cell_seconds, "phase_seconds": model_seconds,
-                       "train_seconds": timeout, "events": str(Path(private) / "events.jsonl"),
+                       "train_seconds": 0.9 * timeout, "events": str(Path(private) / "events.jsonl"),
                        "report": str(Path(private) / "report.json")}
             for stale in ("events.jsonl", "report.json"):
                 (Path(private) / stale).unlink(missing_ok=True)
@@ -144,7 +145,7 @@ def _run_process(request_path, private, timeout, memory, progress):
     """None when the process ended normally, else why it stopped (a phrase)."""
     scratch = Path(private) / "work"
     scratch.mkdir(exist_ok=True)
-    env = _kernel_env(Path(private) / "records.jsonl")
+    env = _kernel_env(Path(private) / "records.jsonl", None)
     proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(int(memory)), str(request_path)], cwd=scratch,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=None if progress else subprocess.PIPE, start_new_session=True)
