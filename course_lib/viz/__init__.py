@@ -21,3 +21,4 @@ from .stacking import *  # noqa: F401,F403
 from .backprop import *  # noqa: F401,F403
 from .whole_model import *  # noqa: F401,F403
 from .training import *  # noqa: F401,F403
+from .text import *  # noqa: F401,F403
