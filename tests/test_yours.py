@@ -146,6 +146,7 @@ def test_instructor_edition_is_all_yours_and_exact():
     tokens, targets = cl.task.splits(0)["train"]
     model.loss(tokens[:8], targets[:8])
     assert set(got.model_backward(model)) == set(model.params)
+    assert got.train_loop is got.functions["train_loop"]           # their Exercise 11.6
 
 
 def test_student_edition_is_not_done_and_course_lib_stands_in(tmp_path):
@@ -154,6 +155,7 @@ def test_student_edition_is_not_done_and_course_lib_stands_in(tmp_path):
     assert {s.status for s in got.table} == {"not done"}
     assert got.functions == {}
     assert got.compare().largest < 1e-12
+    assert got.train_loop.__module__ == "course_lib.yours.parts"    # course_lib's loop stands in
 
 
 def test_broken_looping_and_hungry_cells_are_named_and_the_rest_runs(tmp_path):

@@ -4,6 +4,7 @@
     yours                                      # which function is whose, and where it runs
     model = cl.Transformer(cfg, backend=yours.backend)
     grads = yours.model_backward(model)        # their Exercise 10.3 on their kernels
+    run = yours.train_loop(model, yours.model_backward, data, epochs, schedule)   # their 11.6
     print(yours.compare())                     # float64 loss and gradients against course_lib's
 
 load() first runs the learner's exercise cells in a scratch process, with time and memory
@@ -44,6 +45,11 @@ class Yours:
     def model_backward(self, model):
         """The gradients of model's last loss, by the learner's model_backward (10.3) when it is theirs."""
         return model_backward(model)
+
+    @property
+    def train_loop(self):
+        """The learner's train_loop (11.6), else course_lib's loop on their adam_step and clip_by_global_norm."""
+        return cells.training_loop(self.functions)[0]
 
     def compare(self) -> Comparison:
         """Loss and gradients against course_lib's, in float64, on the course model and a GPT-style one."""
