@@ -209,42 +209,38 @@ def cmd_train(args):
     return 130 if hist.interrupted else 0
 
 
+def _one_line(run, args, errors, status=2, interrupted=None):
+    """run(args); an error of the types in `errors` is printed as one line and gives `status`.
+    With `interrupted`, Ctrl-C prints it and gives 130 (else the command handles Ctrl-C itself)."""
+    try:
+        return run(args)
+    except errors as e:
+        print(f"error: {e}", file=sys.stderr)
+        return status
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        print(interrupted, file=sys.stderr)
+        return 130
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
         return doctor.run()
-    if args.command == "grade":
-        try:
-            return grade.command(args)
-        except (grade.GradeError, OSError) as e:  # a bad request or an unwritable report: one line
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("interrupted: no report written", file=sys.stderr)
-            return 130
+    if args.command == "grade":       # a bad request or an unwritable report
+        return _one_line(grade.command, args, (grade.GradeError, OSError),
+                         interrupted="interrupted: no report written")
     if args.command == "yours":
-        try:
-            return yours_command.command(args)
-        except (ValueError, OSError, yours_scratch.ScratchError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-    if args.command == "sample":
-        try:
-            return text_command.sample(args)
-        except (ValueError, OSError) as e:     # an unreadable or non-text model, a prompt it cannot read
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        return _one_line(yours_command.command, args, (ValueError, OSError, yours_scratch.ScratchError),
+                         interrupted="interrupted")
+    if args.command == "sample":      # an unreadable or non-text model, a prompt it cannot read
+        return _one_line(text_command.sample, args, (ValueError, OSError))
     check_options(args)
     if args.text is not None:
         text_command.check_train_options(args)
-    try:
-        return text_command.train(args) if args.text is not None else cmd_train(args)
-    except (ValueError, TypeError, OSError, train.TrainingDiverged) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    run = text_command.train if args.text is not None else cmd_train
+    return _one_line(run, args, (ValueError, TypeError, OSError, train.TrainingDiverged), status=1)
 
 
 if __name__ == "__main__":
