@@ -12,7 +12,9 @@ torch.profiler (self CPU time per op). Both also report page faults and system t
 memory the step allocates fresh from the system is paid for there. Profiling adds about a
 microsecond a call, so the course model's step looks a little slower than in bench_sizes.
 course_lib's report ends with the issue-25 figures: attention's share of the step, GELU's
-time per element (forward and backward together), and Python between the kernels plus Adam.
+time per element (forward and backward together), and Python between the kernels plus Adam;
+then Adam and GELU timed alone, called again and again on the step's own arrays: how far the
+step keeps them from their best on this machine.
 """
 import argparse
 import collections
@@ -83,7 +85,9 @@ def profile_course_lib(size, steps):
         t0 = time.perf_counter()
         opt.step(grads)
         adam[0] += time.perf_counter() - t0
+        return grads
     step()
+    step()                      # the first steps also grow the heap to what a step needs
     timed.clear()
     adam[0] = 0.0
     wall, usage = _run(step, steps)
@@ -93,7 +97,30 @@ def profile_course_lib(size, steps):
     rows["the rest: Python between the kernels"] = np.sum(wall) / steps - sum(rows.values())
     calls = {name: n / steps for name, n in timed.calls.items()}
     calls["gelu elements"] = timed.elements["gelu_forward"] / steps
-    return float(np.median(wall)), rows, calls, *usage
+    return float(np.median(wall)), rows, calls, *usage, alone(model, opt, step())
+
+
+def alone(model, opt, grads, repeats=30):
+    """Medians of GELU (on the first block's hidden layer of the last step) and of Adam (on the last
+    step's gradients), each called again and again by itself: with its data in the caches and the
+    other core idle, the least time it takes on this machine. -> {row: seconds or s per element}."""
+    import course_lib as cl
+
+    def median(fn):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+    figures = {"Adam": median(lambda: opt.step(grads))}
+    saved = model.saved["blocks"][0] if model.saved["blocks"] else {}
+    if model.config.activation == "gelu" and "ffn.h" in saved:
+        h, y = saved["ffn.h"], saved["ffn.a"]
+        dy = np.ones_like(h)
+        figures["GELU forward per element"] = median(lambda: cl.kernels.gelu_forward(h)) / h.size
+        figures["GELU backward per element"] = median(lambda: cl.kernels.gelu_backward(dy, h, y)) / h.size
+    return figures
 
 
 def targets(rows, calls):
@@ -134,7 +161,7 @@ def _run(step, steps):
     return wall, ((after.ru_minflt - before.ru_minflt) / steps, (after.ru_stime - before.ru_stime) / steps)
 
 
-def report(name, wall, rows, calls, faults, system, top):
+def report(name, wall, rows, calls, faults, system, top, alone=None):
     print(f"\n{name}: {wall * 1e3:.2f} ms a step (median); {faults:,.0f} page faults and "
           f"{system * 1e3:.1f} ms of system time a step")
     ranked = sorted(rows.items(), key=lambda kv: -kv[1])
@@ -145,6 +172,12 @@ def report(name, wall, rows, calls, faults, system, top):
         print(f"  {len(ranked) - top} more, together {sum(s for _, s in ranked[top:]) * 1e3:.3f} ms")
     if "Adam (optimiser step)" in rows:
         print(targets(rows, calls))
+    if alone:
+        line = f"  alone, called again and again: Adam {alone['Adam'] * 1e3:.3f} ms"
+        if "GELU forward per element" in alone:
+            line += (f"; GELU forward {alone['GELU forward per element'] * 1e9:.2f} + backward "
+                     f"{alone['GELU backward per element'] * 1e9:.2f} ns per element")
+        print(line)
 
 
 def make_profile(implementation, size):
@@ -166,7 +199,8 @@ def main():
     titles = {"course_lib": "course_lib", "pytorch": "PyTorch eager (self CPU time per op)"}
     with started(make_profile, list(titles), args.size) as workers:
         for name, worker in workers.items():
-            report(titles[name], *worker(steps), args.top)
+            wall, rows, calls, faults, system, *alone = worker(steps)
+            report(titles[name], wall, rows, calls, faults, system, args.top, *alone)
         if "pytorch" not in workers:
             print("\nPyTorch is not installed: course_lib alone")
 

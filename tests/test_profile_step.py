@@ -12,8 +12,8 @@ from bench_sizes import make_config  # noqa: E402
 def test_course_lib_profile_follows_the_model():
     """Per step of the course model: 4 products per block and the head's, attention over every position
     in the first block and at the scored rows in the last, two LayerNorms per block; every part, and what
-    is left of the step around them, takes time."""
-    wall, rows, calls, faults, system = profile_step.profile_course_lib("tiny", steps=3)
+    is left of the step around them, takes time; Adam is also timed alone (the course model has no GELU)."""
+    wall, rows, calls, faults, system, alone = profile_step.profile_course_lib("tiny", steps=3)
     L = make_config("tiny").n_layers
     assert calls["linear_forward"] == calls["linear_backward"] == 4 * L + 1
     assert calls["attention_forward"] == calls["attention_backward"] == L - 1
@@ -21,6 +21,7 @@ def test_course_lib_profile_follows_the_model():
     assert calls["layernorm_forward"] == calls["layernorm_backward"] == 2 * L
     assert all(seconds > 0 for seconds in rows.values())
     assert faults >= 0 and system >= 0
+    assert alone["Adam"] > 0 and not any(name.startswith("GELU") for name in alone)
 
 
 def test_torch_profile_names_the_products():
