@@ -269,6 +269,12 @@ def unsorted_chars(text, starts, T):
             np.stack([ids[s + 1:s + T + 1] for s in starts]))
 
 
+def chars_as_object_array(text, starts, T):
+    """What Hypothesis found: chars an array that `!=` cannot turn into one truth value."""
+    _, tokens, targets = char_windows(text, starts, T)
+    return np.array([None, None], dtype=object), tokens, targets
+
+
 def float_ids(text, starts, T):
     chars, tokens, targets = char_windows(text, starts, T)
     return chars, tokens.astype(float), targets.astype(float)
@@ -358,6 +364,7 @@ def summed(train, val, V):
     (WINDOWS, targets_same, "returns (chars, tokens, targets)", "NEXT character"),
     (WINDOWS, unsorted_chars, "returns (chars, tokens, targets)", "sorted order"),
     (WINDOWS, float_ids, "returns (chars, tokens, targets)", "integers"),
+    (WINDOWS, chars_as_object_array, "returns (chars, tokens, targets)", "one string"),
     (BASELINES, no_smoothing, "hand-checkable case", "add one"),
     (BASELINES, in_bits, "hand-checkable case", "natural logarithm"),
     (BASELINES, fancy_indexing, "hand-checkable case", "np.add.at"),
@@ -370,6 +377,16 @@ def summed(train, val, V):
 ])
 def test_windows_and_baselines_reject(check, fn, stage, hint, capsys):
     assert_rejects(check, fn, capsys, stage, hint)
+
+
+@pytest.mark.parametrize("as_characters", [list, tuple, np.array])
+def test_chars_one_by_one_pass(as_characters, capsys):
+    """The sorted characters as a list, a tuple or an array of one-character strings: as good as the string."""
+    def one_by_one(text, starts, T):
+        chars, tokens, targets = char_windows(text, starts, T)
+        return as_characters(list(chars)), tokens, targets
+    result, out = WINDOWS(one_by_one), capsys.readouterr().out
+    assert result.passed, out
 
 
 def test_counted_on_val_is_named(capsys):

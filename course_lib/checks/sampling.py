@@ -57,9 +57,12 @@ def _check_windows_case(fn, text, starts, T):
                           f"targets) was expected", hint="end with `return chars, tokens, targets`")
     chars, tokens, targets = got
     want_chars, want_tokens, want_targets = _ref_windows(text, starts, T)
+    if (isinstance(chars, (list, tuple)) or isinstance(chars, np.ndarray) and chars.ndim == 1) and all(
+            isinstance(c, str) for c in chars):
+        chars = "".join(chars)          # the characters one by one: as good as the string
     if not isinstance(chars, str):
-        chars = "".join(chars) if isinstance(chars, (list, tuple)) and all(
-            isinstance(c, str) for c in chars) else chars
+        raise CheckFailed(f"chars is {type(chars).__name__}, but a string was expected",
+                          hint="chars is one string: the distinct characters of the text, sorted")
     if chars != want_chars:
         same_set = isinstance(chars, str) and sorted(chars) == sorted(want_chars)
         hint = ("the vocabulary is the distinct characters in sorted order, as one string"
