@@ -64,7 +64,7 @@ def _check_windows_case(fn, text, starts, T):
         raise CheckFailed(f"chars is {type(chars).__name__}, but a string was expected",
                           hint="chars is one string: the distinct characters of the text, sorted")
     if chars != want_chars:
-        same_set = isinstance(chars, str) and sorted(chars) == sorted(want_chars)
+        same_set = sorted(chars) == sorted(want_chars)
         hint = ("the vocabulary is the distinct characters in sorted order, as one string"
                 if same_set else "every distinct character of the text once, sorted: spaces and "
                                  "newlines too, nothing else")
