@@ -27,6 +27,7 @@ cumulative-sum draw one id off) and the hint names the one it matches.
 import numpy as np
 from scipy.stats import chi2
 
+from .attention import _softmax
 from .core import (CheckFailed, _digits, _dtype_hint, as_array, call, checker, diagnose, expect_shape,
                    stage, tiered)
 from .library import Solution
@@ -285,16 +286,14 @@ def _ref_probs(z, tau, top_k):
     z = np.asarray(z, dtype=float) / tau
     if top_k is not None:
         z = np.where(z >= np.sort(z)[-top_k], z, -np.inf)
-    p = np.exp(z - z.max())
-    return p / p.sum()
+    return _softmax(z)
 
 
 def _top_probs(z, tau, keep):
     """softmax(z / τ) over the indices `keep` only."""
     kept = np.full(len(z), -np.inf)
     kept[keep] = np.asarray(z, dtype=float)[keep] / tau
-    p = np.exp(kept - kept.max())
-    return p / p.sum()
+    return _softmax(kept)
 
 
 def _one_off(p):
@@ -330,7 +329,7 @@ def _mistakes(z, tau, k):
     if k is not None and k < V:
         out += [(_top_probs(z, tau, order[:k]), "top_k keeps the k LARGEST logits: you kept the k "
                                                 "smallest (np.argsort sorts in increasing order)"),
-                (np.exp(zeroed - zeroed.max()) / np.exp(zeroed - zeroed.max()).sum(),
+                (_softmax(zeroed),
                  "the ids outside the top k must get probability 0: set their logits to -inf "
                  "(exp(-inf) = 0), not to 0")]
         if k + 1 <= V:
