@@ -14,10 +14,12 @@ microsecond a call, so the course model's step looks a little slower than in ben
 course_lib's report ends with the issue-25 figures: attention's share of the step, GELU's
 time per element (forward and backward together), and Python between the kernels plus Adam;
 then Adam and GELU timed alone, called again and again on the step's own arrays: how far the
-step keeps them from their best on this machine.
+step keeps them from their best on this machine; and GELU alone with its saved arrays fetched
+from memory, as the step has them: how much of its time in the step is memory's.
 """
 import argparse
 import collections
+import glob
 import resource
 import time
 import types
@@ -103,12 +105,17 @@ def profile_course_lib(size, steps):
 def alone(model, opt, grads, repeats=30):
     """Medians of GELU (on the first block's hidden layer of the last step) and of Adam (on the last
     step's gradients), each called again and again by itself: with its data in the caches and the
-    other core idle, the least time it takes on this machine. -> {row: seconds or s per element}."""
+    other core idle, the least time it takes on this machine. GELU also with its saved arrays
+    fetched from memory, as in the step: there the products between forward and backward push
+    h and y out of the caches, and only the array just made (h for the forward, dy for the
+    backward) is still in them. -> {row: seconds or s per element}."""
     import course_lib as cl
 
-    def median(fn):
+    def median(fn, before=None):
         times = []
         for _ in range(repeats):
+            if before:
+                before()
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
@@ -118,9 +125,23 @@ def alone(model, opt, grads, repeats=30):
     if model.config.activation == "gelu" and "ffn.h" in saved:
         h, y = saved["ffn.h"], saved["ffn.a"]
         dy = np.ones_like(h)
-        figures["GELU forward per element"] = median(lambda: cl.kernels.gelu_forward(h)) / h.size
-        figures["GELU backward per element"] = median(lambda: cl.kernels.gelu_backward(dy, h, y)) / h.size
+        forward, backward = lambda: cl.kernels.gelu_forward(h), lambda: cl.kernels.gelu_backward(dy, h, y)
+        figures["GELU forward per element"] = median(forward) / h.size
+        figures["GELU backward per element"] = median(backward) / h.size
+        evict = _cache_flusher()
+        figures["GELU forward per element, from memory"] = median(forward, lambda: (evict(), h.sum())) / h.size
+        figures["GELU backward per element, from memory"] = median(backward, lambda: (evict(), dy.sum())) / h.size
     return figures
+
+
+def _cache_flusher():
+    """-> flush(): reads an array of four times the largest cache (at least 64 MB), pushing out what was there."""
+    largest, units = 0, {"K": 1 << 10, "M": 1 << 20}
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):     # "32768K"; none off Linux
+        with open(path) as f:
+            text = f.read().strip()
+        largest = max(largest, int(text.rstrip("KM")) * units.get(text[-1:], 1))
+    return np.ones(min(max(4 * largest, 64 << 20), 1 << 30) // 8).sum
 
 
 def targets(rows, calls):
@@ -177,6 +198,9 @@ def report(name, wall, rows, calls, faults, system, top, alone=None):
         if "GELU forward per element" in alone:
             line += (f"; GELU forward {alone['GELU forward per element'] * 1e9:.2f} + backward "
                      f"{alone['GELU backward per element'] * 1e9:.2f} ns per element")
+            line += (f"\n  alone, its saved arrays from memory (as in the step): GELU forward "
+                     f"{alone['GELU forward per element, from memory'] * 1e9:.2f} + backward "
+                     f"{alone['GELU backward per element, from memory'] * 1e9:.2f} ns per element")
         print(line)
 
 

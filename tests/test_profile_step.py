@@ -2,6 +2,7 @@
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
@@ -22,6 +23,18 @@ def test_course_lib_profile_follows_the_model():
     assert all(seconds > 0 for seconds in rows.values())
     assert faults >= 0 and system >= 0
     assert alone["Adam"] > 0 and not any(name.startswith("GELU") for name in alone)
+
+
+def test_gelu_is_timed_alone_with_its_arrays_in_the_caches_and_from_memory():
+    import course_lib as cl
+    model = cl.Transformer(cl.presets.gpt2(vocab_size=16, seq_len=8, d_model=32, n_heads=2, n_layers=1, d_ff=64))
+    opt = cl.optim.Adam(model.params)
+    tokens = np.arange(16).reshape(2, 8) % 16
+    model.loss(tokens, tokens)
+    alone = profile_step.alone(model, opt, model.backward(), repeats=2)
+    assert set(alone) == {"Adam", "GELU forward per element", "GELU backward per element",
+                          "GELU forward per element, from memory", "GELU backward per element, from memory"}
+    assert all(seconds > 0 for seconds in alone.values())
 
 
 def test_torch_profile_names_the_products():
