@@ -140,7 +140,8 @@ def _cache_flusher():
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):     # "32768K"; none off Linux
         with open(path) as f:
             text = f.read().strip()
-        largest = max(largest, int(text.rstrip("KM")) * units.get(text[-1:], 1))
+        if text.rstrip("KM").isdigit():
+            largest = max(largest, int(text.rstrip("KM")) * units.get(text[-1:], 1))
     return np.ones(min(max(4 * largest, 64 << 20), 1 << 30) // 8).sum
 
 
