@@ -160,14 +160,9 @@ def without_kernels(model, opt, tokens, targets, repeats=30):
             model.loss(tokens, targets)
             opt.step(model.backward())
         step()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t0)
+        return median_seconds(step, repeats)
     finally:
         model.swapped = kept
-    return float(np.median(times))
 
 
 def alone(model, opt, grads, repeats=30):
@@ -180,14 +175,7 @@ def alone(model, opt, grads, repeats=30):
     import course_lib as cl
 
     def median(fn, before=None):
-        times = []
-        for _ in range(repeats):
-            if before:
-                before()
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        return median_seconds(fn, repeats, before)
     figures = {"Adam": median(lambda: opt.step(grads))}
     saved = model.saved["blocks"][0] if model.saved["blocks"] else {}
     if model.config.activation == "gelu" and "ffn.h" in saved:
@@ -200,6 +188,18 @@ def alone(model, opt, grads, repeats=30):
         figures["GELU forward per element, from memory"] = median(forward, lambda: (evict(), h.sum())) / h.size
         figures["GELU backward per element, from memory"] = median(backward, lambda: (evict(), dy.sum())) / h.size
     return figures
+
+
+def median_seconds(fn, repeats, before=None):
+    """Median seconds of fn() over `repeats` calls, each after before() (untimed) if given."""
+    times = []
+    for _ in range(repeats):
+        if before:
+            before()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 def _cache_flusher():
