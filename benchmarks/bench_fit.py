@@ -65,7 +65,7 @@ def fit_torch(data, epochs, seed):
     schedule = cl.optim.WarmupCosine(1e-3, 100, total)
     groups = {}
     for name, p in ref.params.items():
-        groups.setdefault(cl.train._groups([name])[name], []).append(p)
+        groups.setdefault(cl.train.parameter_groups([name])[name], []).append(p)
     rng, step, best, best_key = np.random.default_rng(seed), 0, None, None
     steps, evaluations = [], []         # what History keeps
     t0 = time.perf_counter()

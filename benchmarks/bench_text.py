@@ -20,7 +20,8 @@ import numpy as np
 
 import course_lib as cl
 from bench_sizes import processor
-from course_lib import text, text_train
+from course_lib import text
+from course_lib.text import training as text_train
 from workers import started
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -63,7 +63,7 @@ def _culprit(params, lr):
             f"(now {lr:g}) or clipping")
 
 
-def _groups(names):
+def parameter_groups(names):
     """Parameter name -> group for per-layer gradient norms: 'embed', 'block i', 'head'."""
     return {n: ("embed" if n in ("tok_emb", "pos_emb") else
                 f"block {n.split('.')[1]}" if n.startswith("blocks.") else "head") for n in names}
@@ -123,7 +123,7 @@ class History:
         return out
 
 
-class _StopOnCtrlC:
+class StopOnCtrlC:
     """While active, Ctrl-C (SIGINT) asks the loop to stop after the current step instead of
     interrupting it half-way (inside a kernel, say). A second Ctrl-C interrupts at once."""
 
@@ -177,7 +177,7 @@ def _grad_norms(grads, groups):
     return math.sqrt(sum(sq.values())), {g: math.sqrt(v) for g, v in sq.items()}
 
 
-def _train_step(model, optimizer, tokens, targets, clip, schedule, groups, step, epoch):
+def train_step(model, optimizer, tokens, targets, clip, schedule, groups, step, epoch):
     """Step `step`: learning rate from the schedule, loss, gradients, their norms, clipping, update.
     -> (loss, global gradient norm, {group: norm}). TrainingDiverged, naming the step, for a loss
     or gradient that is NaN or infinite."""
@@ -266,14 +266,14 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     splits = (train, _check_split("val", val, model), val_groups)
     _check_settings(model, optimizer, epochs, batch_size, clip)
     snapshot_steps = set(int(s) for s in snapshot_steps)
-    rng, groups, best, n = np.random.default_rng(seed), _groups(model.params), _Best(), len(train[0])
+    rng, groups, best, n = np.random.default_rng(seed), parameter_groups(model.params), _Best(), len(train[0])
     hist = History(grad_norm_by_group={g: [] for g in dict.fromkeys(groups.values())})
     step, t0 = 0, time.perf_counter()
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress,
                                        unit="step", leave=False))
         stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train[0].shape[1])))
-        ctrl_c = stack.enter_context(_StopOnCtrlC())
+        ctrl_c = stack.enter_context(StopOnCtrlC())
         try:
             for epoch in range(epochs):
                 order = rng.permutation(n)
@@ -281,7 +281,7 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
                     rows = order[lo:lo + batch_size]
                     if step in snapshot_steps:
                         hist.snapshots.append(_snapshot(model, snapshot_tokens, step))
-                    loss, norm, by_group = _train_step(model, optimizer, train[0][rows], train[1][rows], clip,
+                    loss, norm, by_group = train_step(model, optimizer, train[0][rows], train[1][rows], clip,
                                                        schedule, groups, step, epoch)
                     hist.record_step(step, loss, optimizer.lr, norm, by_group)
                     step += 1

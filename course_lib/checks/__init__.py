@@ -16,4 +16,4 @@ from .loss import *  # noqa: F401,F403  notebook 08
 from .backprop import *  # noqa: F401,F403  notebook 09
 from .whole_model import *  # noqa: F401,F403  notebook 10
 from .training import *  # noqa: F401,F403  notebook 11
-from .sampling import *  # noqa: F401,F403  notebook 12
+from .text import *  # noqa: F401,F403  notebook 12

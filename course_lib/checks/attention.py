@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 
+from . import reference as ref
 from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
                    stage, tiered)
 
@@ -79,18 +80,11 @@ def _run(fn, *args, matmul_hint=None, row_dot=False, broadcast_hint=None):
     return result
 
 
-def _softmax(x, axis=-1):
-    """Reference row-wise softmax in float64 (row maximum subtracted)."""
-    x = np.asarray(x, dtype=np.float64)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def _attention(Q, K, V, scale=None):
     """Reference single-head attention: out = softmax(Q K^T / sqrt(D)) V, and A."""
     D = Q.shape[-1]
     S = (Q @ K.T) * (1.0 / np.sqrt(D) if scale is None else scale)
-    A = _softmax(S)
+    A = ref.softmax(S)
     return A @ V, A
 
 
@@ -134,7 +128,7 @@ def _rows_sum_to_one(y, what="your result", axis_name="row"):
 
 def _softmax_mistakes(x):
     return [
-        (lambda: _softmax(x, axis=0), "softmax over the wrong axis: use axis=-1 (each row), not axis=0"),
+        (lambda: ref.softmax(x, axis=0), "softmax over the wrong axis: use axis=-1 (each row), not axis=0"),
         (lambda: np.exp(x), "divide by the row sum: np.exp alone is not normalised"),
         (lambda: np.exp(x - x.max(axis=-1, keepdims=True)),
          "after subtracting the maximum, still divide by the row sum of the exponentials"),
@@ -171,7 +165,7 @@ def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_
     y = expect_shape(raw, x.shape, hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
     _expect_finite_rows(y, _global_max_softmax(x), hint=finite_hint)
     _rows_sum_to_one(y)
-    return diagnose(raw, _softmax(x), _softmax_mistakes(np.asarray(x, dtype=float)), _SOFTMAX_HINT,
+    return diagnose(raw, ref.softmax(x), _softmax_mistakes(np.asarray(x, dtype=float)), _SOFTMAX_HINT,
                      rtol=rtol, atol=atol)
 
 
@@ -225,20 +219,20 @@ def _scale_mistakes(Q, K, V):
     raw = Q @ K.T
     head = "the scale is sqrt(D), D = Q.shape[-1] the width of the queries and keys"
     return [
-        (lambda: _softmax(raw), "the scores are not scaled: divide Q @ K.T by np.sqrt(D), D = Q.shape[-1]"),
-        (lambda: _softmax(raw / D), "divide by the square root of D, np.sqrt(D), not by D"),
-        (lambda: _softmax(raw * np.sqrt(D)), "divide the scores by np.sqrt(D); do not multiply"),
-        (lambda: _softmax(raw / np.sqrt(Dv)),
+        (lambda: ref.softmax(raw), "the scores are not scaled: divide Q @ K.T by np.sqrt(D), D = Q.shape[-1]"),
+        (lambda: ref.softmax(raw / D), "divide by the square root of D, np.sqrt(D), not by D"),
+        (lambda: ref.softmax(raw * np.sqrt(D)), "divide the scores by np.sqrt(D); do not multiply"),
+        (lambda: ref.softmax(raw / np.sqrt(Dv)),
          f"{head}, not sqrt(D_v), the width of the values V.shape[-1]"),
-        (lambda: _softmax(raw / np.sqrt(Tq)),
+        (lambda: ref.softmax(raw / np.sqrt(Tq)),
          f"{head}, not sqrt(T), the number of queries Q.shape[0]"),
-        (lambda: _softmax(raw / np.sqrt(Tk)),
+        (lambda: ref.softmax(raw / np.sqrt(Tk)),
          f"{head}, not sqrt(T), the number of keys K.shape[0]"),
-        (lambda: _softmax(raw / 8.0),
+        (lambda: ref.softmax(raw / 8.0),
          "the scale uses the head size D = Q.shape[-1], not d_model = 64 (sqrt(64) = 8)"),
-        (lambda: _softmax(raw / np.sqrt(D), axis=0),
+        (lambda: ref.softmax(raw / np.sqrt(D), axis=0),
          "softmax over the wrong axis: each query (a row of S) spreads its weight over the keys, axis=-1"),
-        (lambda: _softmax(K @ Q.T / np.sqrt(D)).T,
+        (lambda: ref.softmax(K @ Q.T / np.sqrt(D)).T,
          "S = Q @ K.T: row t scores every key for query t; you computed K @ Q.T"),
     ]
 
@@ -383,7 +377,7 @@ def _square_probe(fn):
     """What the learner's softmax backward does on square (K, K) input, where a one-row formula
     applied to a matrix runs without error: the hint of the mistake it reproduces, or None."""
     rng = np.random.default_rng(330)
-    dy, y = rng.standard_normal((3, 3)), _softmax(rng.standard_normal((3, 3)))
+    dy, y = rng.standard_normal((3, 3)), ref.softmax(rng.standard_normal((3, 3)))
     try:
         with np.errstate(all="ignore"):
             got = np.asarray(call(fn, dy, y), dtype=float)
@@ -401,7 +395,7 @@ def _square_probe(fn):
 def check_softmax_backward(fn):
     rng = np.random.default_rng(33)
     with stage("shapes"):
-        y = _softmax(rng.standard_normal((2, 3)))
+        y = ref.softmax(rng.standard_normal((2, 3)))
         try:
             out = _run(fn, rng.standard_normal((2, 3)), y, row_dot=True)
         except CheckFailed as e:  # on (2, 3) it fails; on (3, 3) it may run: see what it computes
@@ -414,20 +408,20 @@ def check_softmax_backward(fn):
         _check_smb_case(fn, np.array([[1.0, 0.0], [1.0, 2.0]]), np.array([[0.5, 0.5], [0.25, 0.75]]))
     with stage("constant dy gives dz = 0"):
         # the outputs always sum to 1, so a loss weighting them all alike cannot change
-        y = _softmax(rng.standard_normal((1, 4)))
+        y = ref.softmax(rng.standard_normal((1, 4)))
         dz = _run(fn, np.full((1, 4), 3.0), y, row_dot=True)
         expect_shape(dz, (1, 4), hint="dz has the shape of z: (N, n)")
         diagnose(dz, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
                   "a constant dy must give dz = 0: shifting every y_j alike is impossible, they sum to 1")
     with stage("random rows (dy need not sum to zero)"):
         for shape in ((4, 6), (3, 2), (1, 8)):
-            y = _softmax(2.0 * rng.standard_normal(shape))
+            y = ref.softmax(2.0 * rng.standard_normal(shape))
             dy = rng.standard_normal(shape) + 1.5  # its rows sum far from zero; dz's rows sum to zero
             _check_smb_case(fn, dy, y)
     with stage("edge cases: one-hot row, one column, float32"):
         _check_smb_case(fn, rng.standard_normal((1, 3)), np.array([[1.0, 0.0, 0.0]]))  # saturated: dz = 0
         _check_smb_case(fn, rng.standard_normal((3, 1)), np.ones((3, 1)))             # dz = 0
-        y32 = _softmax(rng.standard_normal((8, 8))).astype(np.float32)
+        y32 = ref.softmax(rng.standard_normal((8, 8))).astype(np.float32)
         dy32 = rng.standard_normal((8, 8)).astype(np.float32)
         _check_smb_case(fn, dy32, y32, rtol=1e-4, atol=1e-6)
 

@@ -365,6 +365,17 @@ def low_precision(value):
     return dtype if dtype is not None and dtype.itemsize < 8 else None
 
 
+def expect_float64(value, what):
+    """A float32 (or float16) result for float64 inputs is named as a dtype problem, even within
+    the tolerance: it keeps only about 7 digits, and a float64 check must see every digit."""
+    dtype = low_precision(value)
+    if dtype is not None:
+        raise CheckFailed(f"{what} is {dtype}, but the inputs are float64",
+                          hint=f"a dtype problem, not a formula problem: keep float64 all through (no "
+                               f".astype(np.{dtype}), no np.zeros(..., dtype=np.{dtype}) accumulator); "
+                               f"{dtype} keeps only about {np.finfo(dtype).precision} digits")
+
+
 def _short(value, width=60):
     text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."

@@ -18,7 +18,7 @@ import inspect
 
 import numpy as np
 
-from . import core
+from . import core, reference as ref
 from .core import (CheckFailed, NotDone, call, checker, diagnose, expect_arrays, expect_finite,
                    expect_shape, float_dtype, stage, tiered)
 
@@ -30,29 +30,14 @@ __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_atte
 # reference formulas (float64)
 # ----------------------------------------------------------------------------------------
 
-def _split(X, H):
-    B, T, C = X.shape
-    return X.reshape(B, T, H, C // H).transpose(0, 2, 1, 3)
-
-
-def _merge(Y):
-    B, H, T, D = Y.shape
-    return Y.transpose(0, 2, 1, 3).reshape(B, T, H * D)
-
-
-def _mask(S):
-    T = S.shape[-1]
-    return np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, S)
-
-
 def _softmax(S):
     with np.errstate(invalid="ignore"):
         E = np.exp(S - S.max(axis=-1, keepdims=True))
         return E / E.sum(axis=-1, keepdims=True)
 
 
-def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=_split, merge=_merge, scale=None,
-             mask=_mask):
+def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=ref.split_heads, merge=ref.merge_heads, scale=None,
+             mask=ref.apply_causal_mask):
     """y = merge(softmax(mask(Q_h K_h^T / sqrt(D))) V_h) W_o, and A (B, H, T, T)."""
     Q, K, V = (split(x @ W, H) for W in (W_q, W_k, W_v))
     D = Q.shape[-1]
@@ -63,7 +48,7 @@ def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=_split, merge=_merge, scale
     return merge(A @ V) @ W_o, A
 
 
-def _backward(dy, x, W_q, W_k, W_v, W_o, A, H, split=_split, merge=_merge, scale=None,
+def _backward(dy, x, W_q, W_k, W_v, W_o, A, H, split=ref.split_heads, merge=ref.merge_heads, scale=None,
               smb=None, paths="qkv", split_dO=None, wo_T=True, dk_T=True, dw="sum"):
     """Reference backward: (dx, dW_q, dW_k, dW_v, dW_o).
 
@@ -142,7 +127,7 @@ def _own_helpers_first(fn):
     with stage(f"first, the functions of Exercises 4.1-4.2 that {name} calls: {', '.join(own)}"):
         if "split_heads" in own or "merge_heads" in own:
             _quietly(fn, check_split_merge_heads, "Exercise 4.1", own,
-                     own.get("split_heads", _split), own.get("merge_heads", _merge))
+                     own.get("split_heads", ref.split_heads), own.get("merge_heads", ref.merge_heads))
         if "apply_causal_mask" in own:
             _quietly(fn, check_causal_mask, "Exercise 4.2", own, own["apply_causal_mask"])
 
@@ -220,8 +205,8 @@ def _check_split_case(split_heads, merge_heads, X, H):
     expect_shape(got, (B, H, T, D), what="split_heads(X, n_heads)",
                  hint=f"X is (B, T, C) = {X.shape} with H = {H} heads: the result is (B, H, T, D) = "
                       f"{(B, H, T, D)}, D = C // H")
-    diagnose(got, _split(X, H), _split_mistakes(X, H), _SPLIT_HINT, what="split_heads(X, n_heads)")
-    Y = _split(X, H)
+    diagnose(got, ref.split_heads(X, H), _split_mistakes(X, H), _SPLIT_HINT, what="split_heads(X, n_heads)")
+    Y = ref.split_heads(X, H)
     got = _run(merge_heads, Y)
     expect_shape(got, (B, T, C), what="merge_heads(Y)",
                  hint=f"Y is (B, H, T, D) = {Y.shape}: the result is (B, T, H * D) = {(B, T, C)}")
@@ -237,7 +222,7 @@ def check_split_merge_heads(split_heads, merge_heads=None):
         X = rng.standard_normal((2, 3, 12))
         expect_shape(_run(split_heads, X, 4), (2, 4, 3, 3), what="split_heads(X, 4)",
                      hint="X (B, T, C) = (2, 3, 12) with 4 heads: (B, H, T, D) = (2, 4, 3, 3)")
-        expect_shape(_run(merge_heads, _split(X, 4)), (2, 3, 12), what="merge_heads(Y)",
+        expect_shape(_run(merge_heads, ref.split_heads(X, 4)), (2, 3, 12), what="merge_heads(Y)",
                      hint="Y (B, H, T, D) = (2, 4, 3, 3): (B, T, H * D) = (2, 3, 12)")
     with stage("hand-checkable case"):
         # one sequence of T = 2 positions, C = 6 columns numbered 0..5 (row 0) and 10..15 (row 1):
@@ -307,7 +292,7 @@ def _check_mask_case(fn, S):
     got = _run(fn, S)
     expect_shape(got, S.shape, what="apply_causal_mask(S)",
                  hint="the masked scores have the shape of S: the mask broadcasts over leading axes")
-    diagnose(got, _mask(S), _mask_mistakes(S), _MASK_HINT, what="apply_causal_mask(S)")
+    diagnose(got, ref.apply_causal_mask(S), _mask_mistakes(S), _MASK_HINT, what="apply_causal_mask(S)")
 
 
 @checker("Exercise 4.2", "causal mask")
@@ -362,10 +347,10 @@ def _late_mask_weights(S):
 def _late_mask_forward(x, W_q, W_k, W_v, W_o, H, dtype=np.float64):
     """The causal forward with _late_mask_weights, computed in `dtype` (where it underflows)."""
     x, W_q, W_k, W_v, W_o = (np.asarray(a, dtype=dtype) for a in (x, W_q, W_k, W_v, W_o))
-    Q, K, V = (_split(x @ W, H) for W in (W_q, W_k, W_v))
+    Q, K, V = (ref.split_heads(x @ W, H) for W in (W_q, W_k, W_v))
     with np.errstate(all="ignore"):
         A = _late_mask_weights(Q @ K.swapaxes(-1, -2) / np.sqrt(dtype(Q.shape[-1])))
-        return _merge(A @ V) @ W_o, A
+        return ref.merge_heads(A @ V) @ W_o, A
 
 
 def _fwd_mistakes(args, causal):

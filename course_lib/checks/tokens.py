@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from .. import task
-from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_close,
+from .core import (CheckFailed, _digits, _short, as_array, call, checker, diagnose, expect_close,
                    expect_value_error, foreign_array, low_precision, run_stages, stage)
 from .library import Solution
 
@@ -228,11 +228,6 @@ def check_answer(fn):
 
 
 # ------------------------------------------------------------ Exercise 1.4 ---
-def _short(value, width=50):
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
 def _number(value, what):
     """The learner's derivative as a Python float, or a clear failure (never an exception)."""
     if value is None:

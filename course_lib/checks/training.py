@@ -33,10 +33,11 @@ import inspect
 
 import numpy as np
 
-from .core import (CheckFailed, _digits, as_array, call, checker, diagnose, expect_finite,
+from .core import (CheckFailed, _digits, _short, as_array, call, checker, diagnose, expect_finite, expect_float64,
                    expect_shape, foreign_array, low_precision, stage, tiered)
 from .library import Solution
 from .multihead import _names_used, _quietly
+from .reference import adam_moments, adam_step
 
 __all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm",
            "check_train_loop"]
@@ -46,16 +47,6 @@ def _call_quiet(fn, *args):
     """call() with NumPy's warnings off (a division by zero is the checker's to explain)."""
     with np.errstate(all="ignore"):
         return call(fn, *args)
-
-
-def _expect_float64(value, what):
-    """A float32 (or float16) result for float64 inputs is named as a dtype problem, even when it
-    is within the tolerance: it keeps only about 7 digits of a parameter that moves by 1e-3."""
-    dtype = low_precision(value)
-    if dtype is not None:
-        raise CheckFailed(f"{what} is {dtype}, but the inputs are float64",
-                          hint=f"a dtype problem, not a formula problem: no .astype(np.{dtype}) and "
-                               f"no np.zeros(..., dtype=np.{dtype}); compute in the inputs' dtype")
 
 
 def _unpack(result, names, shapes):
@@ -74,7 +65,7 @@ def _unpack(result, names, shapes):
     for i, (r, name, s) in enumerate(zip(result, names, shapes)):
         what = f"`{name}` (returned value {i + 1})"
         out.append(expect_shape(r, s, what=what, hint=f"`{name}` has the shape of the parameter"))
-        _expect_float64(r, what)
+        expect_float64(r, what)
     return out
 
 
@@ -152,25 +143,13 @@ def check_sgd_momentum_step(fn):
 # Exercise 11.4: Adam (its bias correction is derived in Exercise 11.3)
 # ----------------------------------------------------------------------------------------
 
-def _adam_parts(p, g, m, v, t, lr, b1, b2, eps):
-    m1 = b1 * m + (1 - b1) * g
-    v1 = b2 * v + (1 - b2) * g * g
-    return m1, v1
-
-
-def _adam_ref(p, g, m, v, t, lr, b1, b2, eps):
-    m1, v1 = _adam_parts(p, g, m, v, t, lr, b1, b2, eps)
-    m_hat, v_hat = m1 / (1 - b1 ** t), v1 / (1 - b2 ** t)
-    return p - lr * m_hat / (np.sqrt(v_hat) + eps), m1, v1
-
-
 _T_ZERO_HINT = ("at t = 1 your bias correction divides by zero: 1 - beta ** 0 = 0. The first step "
                 "is t = 1; use the t you are given, as it is (1 - beta1 ** t)")
 
 
 def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
     """The usual wrong Adam steps, each as (a thunk computing it, the hint that names it)."""
-    m1, v1 = _adam_parts(p, g, m, v, t, lr, b1, b2, eps)
+    m1, v1 = adam_moments(g, m, v, b1, b2)
 
     def step(m_hat, v_hat, inside=False):
         return p - lr * m_hat / (np.sqrt(v_hat + eps) if inside else np.sqrt(v_hat) + eps)
@@ -201,7 +180,7 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
         (lambda: p - lr * mh / (vh + eps), "the square root of v_hat is missing in the "
                                           "denominator"),
         (lambda: p + lr * mh / (np.sqrt(vh) + eps), "the step goes uphill: subtract it"),
-        (lambda: _adam_ref(p, g, m, v, t, lr, b2, b1, eps)[0],
+        (lambda: adam_step(p, g, m, v, t, lr, b2, b1, eps)[0],
          "beta1 and beta2 are swapped: betas = (beta1, beta2), beta1 for m and beta2 for v"),
         (lambda: step(mh, v1 / (1 - b1 ** t)), "v is bias-corrected with beta1: v_hat = v / "
          "(1 - beta2 ** t), since v is the average kept with beta2 (Exercise 11.3)"),
@@ -269,7 +248,7 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
             raise CheckFailed(e.message, _T_ZERO_HINT) from None
         raise
     got = _unpack(result, ("new_param", "m", "v"), (p.shape,) * 3)
-    want_p, want_m, want_v = _adam_ref(p, g, m, v, t, lr, b1, b2, eps)
+    want_p, want_m, want_v = adam_step(p, g, m, v, t, lr, b1, b2, eps)
     _adam_moments(got[1], got[2], g, m, v, t, b1, b2, want_m, want_v)   # the state first
     _adam_new_param(got[0], p, want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
 
@@ -354,8 +333,8 @@ def _clip_shapes(clipped, norm, grads):
     for k, g in grads.items():
         expect_shape(clipped[k], g.shape, what=f"`clipped[{k!r}]`",
                      hint="each clipped gradient has the shape of its gradient")
-        _expect_float64(clipped[k], f"`clipped[{k!r}]`")
-    _expect_float64(norm, "`norm`")
+        expect_float64(clipped[k], f"`clipped[{k!r}]`")
+    expect_float64(norm, "`norm`")
     if as_array(norm, "`norm`").shape != ():
         raise CheckFailed(f"`norm` has shape {np.shape(norm)}, expected one number",
                           hint="the global norm is one number for all gradients together")
@@ -372,7 +351,7 @@ def _clip_norm(norm, norms, total, max_norm):
                      (total ** 2, "the norm is the square root of the sum of squares"),
                      (sum(norms.values()), "the global norm is sqrt of the sum of ALL squares, not "
                                            "the sum of the arrays' norms")]
-    _expect_float64(norm, "`norm`")
+    expect_float64(norm, "`norm`")
     diagnose(norm_arr, total, norm_mistakes, "re-read the definition of the global norm above "
              "Exercise 11.5: one number for all arrays together", what="`norm`")
 
@@ -383,7 +362,7 @@ def _clip_arrays(clipped, grads, norms, total, max_norm):
     for k, g in grads.items():
         own = max_norm / norms[k] if norms[k] > max_norm else 1.0
         arr = expect_shape(clipped[k], g.shape, what=f"`clipped[{k!r}]`")
-        _expect_float64(clipped[k], f"`clipped[{k!r}]`")
+        expect_float64(clipped[k], f"`clipped[{k!r}]`")
         expect_finite(arr, f"`clipped[{k!r}]`", _ZERO_NORM_HINT)
         unscaled = ([(g, "nothing was scaled although norm > max_norm: check the condition "
                          "(scale when the norm EXCEEDS max_norm)")] if total > max_norm else [])
@@ -409,11 +388,6 @@ def _clip_case(fn, grads, max_norm, values=True):
     total = float(np.sqrt(sum(n ** 2 for n in norms.values())))
     _clip_norm(norm, norms, total, max_norm)
     _clip_arrays(clipped, grads, norms, total, max_norm)
-
-
-def _short(value, width=50):
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 @checker("Exercise 11.5", "clipping by the global norm",

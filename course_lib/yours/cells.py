@@ -14,13 +14,13 @@ import io
 import math
 import re
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import numpy as np
 
-from ..grade import expected_exercises
+from ..instructor.grade import expected_exercises
 from .parts import HELPERS, PARTS, train_loop_in
 
 NOTEBOOK = re.compile(r"^(\d\d)_.*\.ipynb$")

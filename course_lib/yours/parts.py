@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import optim
-from ..checks.multihead import _mask, _merge, _split
-from ..checks.training import _adam_ref
+from ..checks import reference
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ ALONE = ("attention 3.2, softmax_backward 3.4 and attention_backward 3.6: 4.4 an
 
 
 def _adam_step(param, grad, m, v, t, lr, betas, eps):
-    return _adam_ref(param, grad, m, v, t, lr, betas[0], betas[1], eps)
+    return reference.adam_step(param, grad, m, v, t, lr, betas[0], betas[1], eps)
 
 
 def _clip_by_global_norm(grads, max_norm):
@@ -93,5 +92,6 @@ def train_loop_in(names):
 
 
 # course_lib's versions of the helpers a learner's function may call by name
-HELPERS = {"split_heads": _split, "merge_heads": _merge, "apply_causal_mask": _mask,
+HELPERS = {"split_heads": reference.split_heads, "merge_heads": reference.merge_heads,
+           "apply_causal_mask": reference.apply_causal_mask,
            "adam_step": _adam_step, "clip_by_global_norm": _clip_by_global_norm}

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from ..sandbox import _kernel_env
+from ..instructor.sandbox import kernel_env
 from . import cells
 
 _LAUNCHER = ("import resource, sys; n = int(sys.argv[1]); "
@@ -145,7 +145,7 @@ def _run_process(request_path, private, timeout, memory, progress):
     """None when the process ended normally, else why it stopped (a phrase)."""
     scratch = Path(private) / "work"
     scratch.mkdir(exist_ok=True)
-    env = _kernel_env(Path(private) / "records.jsonl", None)
+    env = kernel_env(Path(private) / "records.jsonl", None)
     proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(int(memory)), str(request_path)], cwd=scratch,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=None if progress else subprocess.PIPE, start_new_session=True)

@@ -9,5 +9,5 @@
     memory.py   glibc's malloc told to keep freed memory for the next step (no page faults)
 
 The layers (kernels/layernorm.py, attention.py, ...) import these; a reader learning the
-model can skip this folder. Timings are in the README and benchmarks/.
+model can skip this folder. Timings are in benchmarks/README.md.
 """

@@ -5,7 +5,7 @@ blocks back to the system as soon as they are freed: each block above its mmap t
 (128 KB at first) is mapped and unmapped on its own, and the heap's free top is trimmed.
 The next step then takes every page of them from the kernel again, one page fault per
 4 KB, each page zero-filled: from the mid size on, a large share of a step's time
-(benchmarks/profile_step.py counts the faults; the README has the figures).
+(benchmarks/profile_step.py counts the faults; benchmarks/README.md has the figures).
 
 keep_freed_memory() raises both limits: blocks up to 32 MB (the largest threshold glibc
 accepts) come from the heap, and up to 1 GB of free heap stays mapped. The next step

@@ -1,0 +1,36 @@
+"""The exercises a notebook sets, read from its own cells (grade, the Gradescope bundle and
+`yours` read them alike): a markdown heading `### Exercise N.k: title`, then the stub/solution
+code cell(s), then the first code cell that calls a checker (`cl.checks.check_...(`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+Exercise (\d+\.\d+)[ \t]*:?[ \t]*(.*)$", re.M)
+CHECK_CALL = re.compile(r"\bchecks\.check_\w+\s*\(")
+
+
+@dataclass
+class Exercise:
+    name: str          # "Exercise 1.2"
+    title: str
+    first_cell: int    # the heading's index
+    check_cell: int    # the index of the cell that calls the checker
+
+
+def expected_exercises(nb) -> list[Exercise]:
+    """The exercises a notebook sets: heading, at least one code cell, then a checker call."""
+    found, pending, has_code = [], None, False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            match = HEADING.search(cell.source)
+            if match:
+                pending, has_code = Exercise(f"Exercise {match[1]}", match[2].strip(), index, -1), False
+        elif cell.cell_type == "code" and pending is not None:
+            if CHECK_CALL.search(cell.source) and has_code:
+                pending.check_cell = index
+                found.append(pending)
+                pending = None
+            has_code = True
+    return found

@@ -1,0 +1,206 @@
+"""course_lib.yours: the learner's functions assembled into the model, compared and trained."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib import yours
+from course_lib.instructor.edition import make_student_edition
+from course_lib.instructor.exercises import expected_exercises
+from course_lib.kernels import numpy_ref
+from course_lib.yours.backend import PartError
+from course_lib.yours.parts import HELPERS, PARTS
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+# ----- the adapters, on plain functions (no notebook) ------------------------------------------
+def _reference_functions():
+    """The parts written as a learner would, from course_lib's NumPy twins (not through its kernels)."""
+    def linear_backward(dy, x, W):
+        return dy @ W.T, x.T @ dy, dy.sum(0)
+
+    def layernorm_forward(x, gamma, beta, eps):
+        return numpy_ref.layernorm_forward(x, gamma, beta, eps)
+
+    def multihead_attention(x, W_q, W_k, W_v, W_o, n_heads, causal):
+        from course_lib.checks.multihead import _forward
+        return _forward(x, W_q, W_k, W_v, W_o, n_heads, causal)
+
+    def multihead_attention_backward(dy, x, W_q, W_k, W_v, W_o, A, n_heads):
+        from course_lib.checks.multihead import _backward
+        return _backward(dy, x, W_q, W_k, W_v, W_o, A, n_heads)
+
+    return {
+        "embed": lambda tokens, E: E[tokens],
+        "embed_backward": lambda tokens, dX, V: numpy_ref.embedding_backward(tokens, dX, V)[0],
+        "sinusoidal": lambda T, C: numpy_ref.sinusoidal_table(T, C),
+        "softmax": numpy_ref.softmax_forward,
+        "multihead_attention": multihead_attention,
+        "multihead_attention_backward": multihead_attention_backward,
+        "layernorm_forward": layernorm_forward,
+        "layernorm_backward": numpy_ref.layernorm_backward,
+        "linear_backward": linear_backward,
+        "relu_backward": numpy_ref.relu_backward,
+        "gelu_forward": numpy_ref.gelu_forward,
+        "gelu_backward": lambda dy, h: numpy_ref.gelu_backward(dy, h),
+        "block_forward": _block,
+        "cross_entropy": lambda logits, targets: numpy_ref.cross_entropy_forward(logits, targets)[0],
+        "cross_entropy_backward": lambda logits, targets: numpy_ref.cross_entropy_backward(
+            numpy_ref.softmax_forward(logits), targets),
+    }
+
+
+def _block(x, attn, ffn, ln1, ln2, norm):
+    if norm == "post":
+        x = ln1(x + attn(x))
+        return ln2(x + ffn(x))
+    x = x + attn(ln1(x))
+    return x + ffn(ln2(x))
+
+
+def test_every_part_assembled_equals_course_lib_in_float64():
+    backend = yours.build(_reference_functions())
+    comparison = yours.compare(backend)
+    assert set(comparison.errors) == {"course model", "GPT-style model"}
+    assert len(comparison.errors["course model"]) == 1 + 27      # the loss and every parameter
+    assert comparison.largest < 1e-12, str(comparison)
+
+
+def test_the_learners_functions_are_the_ones_that_run():
+    """A wrong part shows in the gradients it feeds, and only those; the loss stays exact."""
+    functions = _reference_functions()
+    right = functions["layernorm_backward"]
+    functions["layernorm_backward"] = lambda dy, xhat, rstd, gamma: (
+        lambda dx, dg, db: (dx, 2 * dg, db))(*right(dy, xhat, rstd, gamma))
+    errors = yours.compare(yours.build(functions)).errors["course model"]
+    assert errors["loss"] < 1e-12
+    assert errors["blocks.1.ln2.gamma"] > 0.5 and errors["blocks.1.ln2.beta"] < 1e-12
+
+
+@pytest.mark.parametrize("part, fn, says", [
+    ("embed", lambda tokens, E: E[tokens][:, :-1], "embed (Exercise 2.1): returned shape (16, 7, 64) where the "
+                                                   "model needs (16, 8, 64)"),
+    ("linear_backward", lambda dy, x, W: (dy @ W.T, x.T @ dy), "asks for 3 values"),
+    ("relu_backward", lambda dy, h: 1 / 0, "relu_backward (Exercise 6.3): raised ZeroDivisionError"),
+    ("cross_entropy", lambda logits, targets: np.zeros(3), "one number, the mean loss"),
+])
+def test_a_part_that_fails_in_the_model_is_named(part, fn, says):
+    functions = _reference_functions()
+    functions[part] = fn
+    with pytest.raises(PartError) as err:
+        yours.compare(yours.build(functions))
+    assert err.value.part == part and says in str(err.value)
+
+
+def test_the_model_takes_a_learners_backend_and_refuses_others():
+    cfg = cl.presets.deep_dive(dtype="float64")
+    model = cl.Transformer(cfg, backend=yours.build({}))
+    tokens, targets = cl.task.splits(0)["train"]
+    assert model.loss(tokens[:4], targets[:4]) == cl.Transformer(cfg).loss(tokens[:4], targets[:4])
+    with pytest.raises(TypeError, match="kernel backend"):
+        cl.Transformer(cfg, backend=object())
+    with pytest.raises(ValueError, match="unknown backend"):
+        cl.Transformer(cfg, backend="torch")
+
+
+def test_course_lib_loop_trains_with_the_stand_ins():
+    from course_lib.yours.parts import train_loop_in
+    loop = train_loop_in(HELPERS)
+    model = cl.Transformer(cl.presets.deep_dive(d_model=16, n_heads=2, d_ff=32, dtype="float64"))
+    tokens, targets = cl.task.splits(0)["train"]
+    history = loop(model, yours.model_backward, (tokens[:64], targets[:64]), 3, lambda t: 3e-3, 32)
+    assert len(history["loss"]) == 6 and history["loss"][-1] < history["loss"][0]
+
+
+# ----- from notebooks, in the scratch process ---------------------------------------------------
+def _learner(tmp_path, changes):
+    """A copy of the instructor edition with exercises' solution cells replaced: {exercise: source}."""
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for ex in expected_exercises(nb):
+            if ex.name in changes:
+                first = next(i for i in range(ex.first_cell + 1, ex.check_cell) if nb.cells[i].cell_type == "code")
+                nb.cells[first].source = changes[ex.name]
+        nbformat.write(nb, folder / path.name)
+    return folder
+
+
+def _status(table):
+    return {s.name: (s.status, s.message) for s in table}
+
+
+def test_instructor_edition_is_all_yours_and_exact():
+    got = yours.load(NOTEBOOKS)
+    statuses = _status(got.table)
+    assert {status for status, _ in statuses.values()} == {"yours"}, statuses
+    assert got.compare().largest < 1e-10
+    model = cl.Transformer(cl.presets.deep_dive(dtype="float64"), backend=got.backend)
+    tokens, targets = cl.task.splits(0)["train"]
+    model.loss(tokens[:8], targets[:8])
+    assert set(got.model_backward(model)) == set(model.params)
+    assert got.train_loop is got.functions["train_loop"]           # their Exercise 11.6
+
+
+def test_student_edition_is_not_done_and_course_lib_stands_in(tmp_path):
+    make_student_edition(NOTEBOOKS, tmp_path / "student", verbose=False)
+    got = yours.load(tmp_path / "student")
+    assert {s.status for s in got.table} == {"not done"}
+    assert got.functions == {}
+    assert got.compare().largest < 1e-12
+    assert got.train_loop.__module__ == "course_lib.yours.parts"    # course_lib's loop stands in
+
+
+def test_broken_looping_and_hungry_cells_are_named_and_the_rest_runs(tmp_path):
+    folder = _learner(tmp_path, {
+        "Exercise 2.4": "raise ValueError('half-written')",
+        "Exercise 3.1": "while True:\n    pass",
+        "Exercise 5.1": "big = np.ones(2 ** 40)",
+        "Exercise 6.3": "def relu_backward(dy, h):\n    while True:\n        pass",
+        "Exercise 5.3": "def layernorm_backward(dy, xhat, rstd, gamma):\n    return dy * undefined_name",
+    })
+    got = yours.load(folder, memory=3, cell_seconds=3, model_seconds=10, timeout=120)
+    statuses = _status(got.table)
+    assert statuses["sinusoidal"] == ("error", "a cell raised ValueError: half-written")
+    assert statuses["softmax"][0] == "error" and "time limit" in statuses["softmax"][1]
+    assert statuses["layernorm_forward"][0] == "error" and "MemoryError" in statuses["layernorm_forward"][1]
+    assert statuses["relu_backward"][0] == "error" and "time limit in the model" in statuses["relu_backward"][1]
+    assert statuses["layernorm_backward"][0] == "error" and "NameError" in statuses["layernorm_backward"][1]
+    assert statuses["multihead_attention"][0] == "yours" and statuses["embed"][0] == "yours"
+    assert "relu_backward" not in got.functions and "embed" in got.functions
+    assert got.compare().largest < 1e-10
+    assert "why course_lib's stands in:" in str(got)
+
+
+def _command(*args):
+    return subprocess.run([sys.executable, "-m", "course_lib", "yours", *map(str, args), "--no-progress"],
+                          capture_output=True, text=True, cwd=NOTEBOOKS.parent, timeout=900)
+
+
+def test_command_trains_the_learners_model(tmp_path):
+    run = _command(NOTEBOOKS, "--train")
+    assert run.returncode == 0, run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    head, accuracy = last.rsplit("test accuracy ", 1)
+    assert head.startswith("your transformer: ") and float(accuracy) >= 0.995, run.stdout
+    k, n = head.split(": ")[1].split(" functions")[0].split(" of ")
+    assert int(n) == int(k) == len(PARTS)
+    assert "your train_loop, your model" in run.stdout
+    assert float(head.split("largest gradient rel. error ")[1].rstrip(", ")) < 1e-10
+
+
+def test_command_says_what_is_wrong_in_one_line(tmp_path):
+    wrong = _learner(tmp_path, {"Exercise 6.2": "def linear_backward(dy, x, W):\n    return dy @ W.T, 2 * x.T @ dy, "
+                                                "dy.sum(0)"})
+    run = _command(wrong)
+    assert run.returncode == 1 and run.stdout.strip().splitlines()[-1].endswith("test accuracy -")
+    for bad, says in ((tmp_path / "nowhere", "is not a folder"), (tmp_path, "holds no course notebook")):
+        run = _command(bad)
+        assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr
