@@ -236,7 +236,7 @@ def _load_optimizer(path, meta, state, model, shapes, dtype):
         optimizer = cls(model.params, **hp)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path!r}: its {cls.__name__} settings are invalid ({e})") from None
-    kinds = optimizer._state_arrays()
+    kinds = optimizer.state_arrays()
     if state.keys() != kinds.keys():
         raise CheckpointError(f"{path!r}: {cls.__name__} state should hold {_names(kinds) or 'nothing'}, "
                               f"the file has {_names(state) or 'nothing'}")

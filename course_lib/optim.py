@@ -144,18 +144,18 @@ class Optimizer:
             self._flat_cache = cached
         return cached[1:]
 
-    def _state_arrays(self):
+    def state_arrays(self):
         return {}
 
     def state_dict(self):
         """Hyper-parameters, step counter and state arrays (copies)."""
         return {"type": type(self).__name__, "hparams": self.hparams(), "t": self.t,
-                "arrays": {k: {n: a.copy() for n, a in d.items()} for k, d in self._state_arrays().items()}}
+                "arrays": {k: {n: a.copy() for n, a in d.items()} for k, d in self.state_arrays().items()}}
 
     def load_state_dict(self, state):
         if state["type"] != type(self).__name__:
             raise ValueError(f"state is for {state['type']}, not {type(self).__name__}")
-        for key, arrays in self._state_arrays().items():
+        for key, arrays in self.state_arrays().items():
             for name, a in arrays.items():
                 src = state["arrays"][key][name]
                 if src.shape != a.shape:
@@ -177,7 +177,7 @@ class SGD(Optimizer):
     def hparams(self):
         return {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay}
 
-    def _state_arrays(self):
+    def state_arrays(self):
         return {"buf": self.buf}
 
     def step(self, grads):
@@ -206,7 +206,7 @@ class Adam(Optimizer):
     def hparams(self):
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
 
-    def _state_arrays(self):
+    def state_arrays(self):
         return {"m": self.m, "v": self.v}
 
     def step(self, grads):

@@ -341,7 +341,7 @@ def as_array(value, what="your result"):
             arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError, RuntimeWarning):  # ragged lists, strings, huge ints
         raise CheckFailed(f"{what} should be a NumPy array of numbers, got "
-                          f"{_short(value)} ({type(value).__name__})") from None
+                          f"{short_repr(value)} ({type(value).__name__})") from None
     return arr
 
 
@@ -376,12 +376,12 @@ def expect_float64(value, what):
                                f"{dtype} keeps only about {np.finfo(dtype).precision} digits")
 
 
-def _short(value, width=60):
+def short_repr(value, width=60):
     text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _digits(got, want):
+def show_digits(got, want):
     """got and want as text with just enough significant digits to tell them apart."""
     got, want = float(got), float(want)
     for n in range(4, 18):
@@ -430,10 +430,10 @@ def expect_close(value, expected, what="your result", hint=None, rtol=1e-6, atol
     if not np.allclose(arr, expected, rtol=rtol, atol=atol, equal_nan=False):
         bad = np.argwhere(~np.isclose(arr, expected, rtol=rtol, atol=atol))
         idx = tuple(int(i) for i in bad[0])
-        got_v, want_v = _digits(arr[idx], expected[idx])
-        dtype_hint = _dtype_hint(value, arr, expected)
-        kind = f" ({value.dtype})" if dtype_hint else ""
-        hint = dtype_hint or (None if named else _rounded_hint(arr, expected)) or hint
+        got_v, want_v = show_digits(arr[idx], expected[idx])
+        dtype_problem = dtype_hint(value, arr, expected)
+        kind = f" ({value.dtype})" if dtype_problem else ""
+        hint = dtype_problem or (None if named else _rounded_hint(arr, expected)) or hint
         raise CheckFailed(f"{what}{kind} is wrong at index {idx}: got {got_v}, expected {want_v} "
                           f"({len(bad)} of {arr.size} entries differ)", hint)
     return arr
@@ -446,7 +446,7 @@ def _rounded_hint(arr, expected):
     """A float64 result right to ROUNDED of its largest entry, but not to the checker's
     tolerance: a rounded constant. Formulas in float64 agree to ~1e-15, a constant typed with
     8 or 9 digits (0.79788456 for sqrt(2/pi)) is off by 1e-9 to 1e-8, and every formula mistake
-    by far more (float32, ~6e-8 per step, is named by _dtype_hint when the result is float32)."""
+    by far more (float32, ~6e-8 per step, is named by dtype_hint when the result is float32)."""
     scale = float(np.max(np.abs(expected))) if expected.size else 0.0
     if not (scale > 0 and np.all(np.isfinite(arr))
             and np.allclose(arr, expected, rtol=0.0, atol=ROUNDED * scale)):
@@ -458,7 +458,7 @@ def _rounded_hint(arr, expected):
             f"np.log(10000.0), not 9.2103404), or type every digit of a number you were given")
 
 
-def _dtype_hint(value, arr, expected):
+def dtype_hint(value, arr, expected):
     """A float32 (or float16) result that is right to its own precision: name the dtype.
 
     "Its own precision" allows for the rounding of inputs cast down and of a long sum:
@@ -518,3 +518,32 @@ def expect_value_error(fn, args, call_text, raised_hint, returned_hint, passthro
         raise CheckFailed(f"{call_text} raised {type(e).__name__}: {e}, but ValueError was expected",
                           raised_hint) from None
     raise CheckFailed(f"{call_text} returned {got!r} instead of raising ValueError", returned_hint)
+
+
+def names_used(code):
+    """Every global name a function's code reads, its inner generators and lambdas included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= names_used(const)
+    return names
+
+
+def check_quietly(fn, check, exercise, own, *helpers):
+    """Run another exercise's checker on the learner's helpers without a report of its own."""
+    names = " and ".join(n for n, f in own.items() if f in helpers)
+    name = getattr(fn, "__name__", "function")
+    saved = dict(_current)
+    try:
+        check.__wrapped__(*helpers)
+    except NotDone:
+        raise CheckFailed(f"your {name} calls your {names}, which is not done yet",
+                          hint=f"finish {exercise} first, then run this check again") from None
+    except CheckFailed as e:
+        where = f" [stage: {_current['stage']}]" if _current["stage"] else ""
+        raise CheckFailed(f"your {name} calls your {names}, and the check of {exercise} "
+                          f"fails{where}: {e.message}",
+                          hint=f"fix {exercise} first, then run this check again"
+                               + (f": {e.hint}" if e.hint else "")) from None
+    finally:
+        _current.update(saved)       # this checker's stage and count, as they were

@@ -18,9 +18,9 @@ import inspect
 
 import numpy as np
 
-from . import core, reference as ref
-from .core import (CheckFailed, NotDone, call, checker, diagnose, expect_arrays, expect_finite,
-                   expect_shape, float_dtype, stage, tiered)
+from . import reference as ref
+from .core import (CheckFailed, call, check_quietly, checker, diagnose, expect_arrays, expect_finite,
+                   expect_shape, float_dtype, names_used, stage, tiered)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
            "check_multihead_attention_backward"]
@@ -103,22 +103,13 @@ def _reshape_merge(Y):
 # helpers
 # ----------------------------------------------------------------------------------------
 
-def _names_used(code):
-    """Every global name a function's code reads, its inner generators and lambdas included."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _names_used(const)
-    return names
-
-
 def _own_helpers_first(fn):
     """Exercises 4.4 and 4.6 run on the learner's own split_heads, merge_heads (Exercise 4.1)
     and apply_causal_mask (Exercise 4.2), when fn calls them: check those first, quietly, so
     that a bug there is named there and not as a bug of fn."""
     fn = inspect.unwrap(fn)           # the learner's own function, not a checker's wrapper
     code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
-    used = _names_used(code) if code is not None else set()
+    used = names_used(code) if code is not None else set()
     own = {n: found[n] for n in ("split_heads", "merge_heads", "apply_causal_mask")
            if n in used and callable(found.get(n))}
     if not own:
@@ -126,30 +117,11 @@ def _own_helpers_first(fn):
     name = getattr(fn, "__name__", "function")
     with stage(f"first, the functions of Exercises 4.1-4.2 that {name} calls: {', '.join(own)}"):
         if "split_heads" in own or "merge_heads" in own:
-            _quietly(fn, check_split_merge_heads, "Exercise 4.1", own,
+            check_quietly(fn, check_split_merge_heads, "Exercise 4.1", own,
                      own.get("split_heads", ref.split_heads), own.get("merge_heads", ref.merge_heads))
         if "apply_causal_mask" in own:
-            _quietly(fn, check_causal_mask, "Exercise 4.2", own, own["apply_causal_mask"])
+            check_quietly(fn, check_causal_mask, "Exercise 4.2", own, own["apply_causal_mask"])
 
-
-def _quietly(fn, check, exercise, own, *helpers):
-    """Run another exercise's checker on the learner's helpers without a report of its own."""
-    names = " and ".join(n for n, f in own.items() if f in helpers)
-    name = getattr(fn, "__name__", "function")
-    saved = dict(core._current)
-    try:
-        check.__wrapped__(*helpers)
-    except NotDone:
-        raise CheckFailed(f"your {name} calls your {names}, which is not done yet",
-                          hint=f"finish {exercise} first, then run this check again") from None
-    except CheckFailed as e:
-        where = f" [stage: {core._current['stage']}]" if core._current["stage"] else ""
-        raise CheckFailed(f"your {name} calls your {names}, and the check of {exercise} "
-                          f"fails{where}: {e.message}",
-                          hint=f"fix {exercise} first, then run this check again"
-                               + (f": {e.hint}" if e.hint else "")) from None
-    finally:
-        core._current.update(saved)       # this checker's stage and count, as they were
 
 def _run(fn, *args, **kwargs):
     with np.errstate(all="ignore"):

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from .reference import softmax
-from .core import (CheckFailed, _digits, _dtype_hint, as_array, call, checker, diagnose, expect_shape,
+from .core import (CheckFailed, as_array, call, checker, diagnose, dtype_hint, expect_shape, show_digits,
                    stage, tiered)
 from .library import Solution
 
@@ -210,10 +210,10 @@ def _compare_baselines(got, arr, want, mistakes, case):
     wrong = [i for i in (0, 1) if not np.isclose(arr[i], want[i], rtol=1e-9, atol=1e-12)]
     if not wrong:
         return
-    said = ["your {} is {}, expected {}".format(_NAMES[i], *_digits(arr[i], want[i])) for i in wrong]
+    said = ["your {} is {}, expected {}".format(_NAMES[i], *show_digits(arr[i], want[i])) for i in wrong]
     if len(wrong) == 1:
         said.append(f"your {_NAMES[1 - wrong[0]]} is right")
-    dtype = next((h for i in wrong if (h := _dtype_hint(got[i], arr[i], np.asarray(want[i])))), None)
+    dtype = next((h for i in wrong if (h := dtype_hint(got[i], arr[i], np.asarray(want[i])))), None)
     raise CheckFailed("; ".join(said) + case,
                       dtype or _named_mistake(arr, wrong, mistakes) or _BASELINE_HINT)
 

@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from .. import task
-from .core import (CheckFailed, _digits, _short, as_array, call, checker, diagnose, expect_close,
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_close, short_repr, show_digits,
                    expect_value_error, foreign_array, low_precision, run_stages, stage)
 from .library import Solution
 
@@ -169,7 +169,7 @@ def _digit(value, op, digits):
                           f"expected", hint="return an int: 6, not 6.0 (a value that went through "
                           "a float, e.g. np.mean or /, needs int(...))")
     if not _is_int(value):
-        raise CheckFailed(f"{what} returned {_short(value)} ({type(value).__name__}), but an int "
+        raise CheckFailed(f"{what} returned {short_repr(value)} ({type(value).__name__}), but an int "
                           f"from 0 to 9 was expected", hint="return one digit, as an int")
     if abs(int(value)) > 10 ** 6:
         raise CheckFailed(f"{what} returned an int of {len(str(abs(int(value))))} digits, but a "
@@ -237,7 +237,7 @@ def _number(value, what):
         raise CheckFailed(f"{what} returned a {type(value).__name__}, but one number was expected",
                           hint="return the single number (f(x + h) - f(x - h)) / (2 * h)")
     if isinstance(value, (str, bytes)):
-        raise CheckFailed(f"{what} returned the {type(value).__name__} {_short(value)}, but a number "
+        raise CheckFailed(f"{what} returned the {type(value).__name__} {short_repr(value)}, but a number "
                           f"was expected", hint="return the number itself, not text")
     if isinstance(value, (bool, np.bool_)):
         raise CheckFailed(f"{what} returned {value!r}, but a number was expected",
@@ -248,7 +248,7 @@ def _number(value, what):
                           hint="compute with Python floats or NumPy and return a number (float(t) "
                                "of a one-element torch tensor t)")
     if np.iscomplexobj(value):
-        raise CheckFailed(f"{what} returned a complex number ({_short(value)}), but a real number "
+        raise CheckFailed(f"{what} returned a complex number ({short_repr(value)}), but a real number "
                           f"was expected", hint="a complex intermediate (a complex step?) needs `.real` "
                                                 "on the result; here use real steps x + h and x - h")
     if isinstance(value, numbers.Integral) and abs(value) > 2 ** 63:
@@ -259,7 +259,7 @@ def _number(value, what):
     try:
         arr = as_array(value, what)
     except CheckFailed as e:
-        raise CheckFailed(f"{what} returned {_short(value)} ({type(value).__name__}), but one "
+        raise CheckFailed(f"{what} returned {short_repr(value)} ({type(value).__name__}), but one "
                           f"number was expected", hint=e.hint or "return one float") from None
     if arr.size != 1:
         raise CheckFailed(f"{what} returned an array of shape {arr.shape}, but one number was expected",
@@ -432,7 +432,7 @@ def _call_gradient(fn, f, x, **kwargs):
         name = _input_name(fn)
         diff = np.abs(x - saved)
         idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), x.shape))
-        now, was = _digits(x[idx], saved[idx])
+        now, was = show_digits(x[idx], saved[idx])
         if diff.max() <= 1e-9 * max(1.0, float(np.abs(saved).max())):
             hint = (f"{name}[i] + h - h is not always {name}[i] in floating point: save "
                     f"old = {name}[i] first and assign it back with {name}[i] = old")

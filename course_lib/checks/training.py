@@ -33,10 +33,9 @@ import inspect
 
 import numpy as np
 
-from .core import (CheckFailed, _digits, _short, as_array, call, checker, diagnose, expect_finite, expect_float64,
-                   expect_shape, foreign_array, low_precision, stage, tiered)
+from .core import (CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite, expect_float64,
+                   expect_shape, foreign_array, low_precision, names_used, short_repr, show_digits, stage, tiered)
 from .library import Solution
-from .multihead import _names_used, _quietly
 from .reference import adam_moments, adam_step
 
 __all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm",
@@ -312,7 +311,7 @@ def _clip_result(fn, grads, max_norm):
         raise CheckFailed("your function returned None", hint="return the pair (clipped, norm)")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise CheckFailed(f"your function returned {type(result).__name__} "
-                          f"{_short(result)}, expected a pair (clipped, norm)",
+                          f"{short_repr(result)}, expected a pair (clipped, norm)",
                           hint="end with `return clipped, norm`")
     clipped, norm = result
     if clipped is grads:
@@ -537,7 +536,7 @@ def _loop_helpers_first(fn):
     when it calls them: check those first, quietly, so that a bug there is named there."""
     fn = inspect.unwrap(fn)
     code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
-    used = _names_used(code) if code is not None else set()
+    used = names_used(code) if code is not None else set()
     own = {n: found[n] for n in _HELPERS if n in used and callable(found.get(n))}
     if not own:
         return
@@ -546,7 +545,7 @@ def _loop_helpers_first(fn):
                f"{', '.join(own)}"):
         for helper, f in own.items():
             exercise, check = _HELPERS[helper]
-            _quietly(fn, check, exercise, own, f)
+            check_quietly(fn, check, exercise, own, f)
 
 
 def _history(hist, steps, n, batch_size, epochs):
@@ -643,7 +642,7 @@ def _first_difference(hist, params, want):
     for i in range(len(want_hist["loss"])):
         for key in _KEYS:
             if not _agree(hist[key][i], want_hist[key][i]):
-                got_v, want_v = _digits(hist[key][i], want_hist[key][i])
+                got_v, want_v = show_digits(hist[key][i], want_hist[key][i])
                 hint = _ORDER_HINT if key == "loss" and i == 0 else _STEP_HINTS[key]
                 return (f"history[{key!r}] differs first at step {i + 1}: got {got_v}, "
                         f"expected {want_v}"), hint
