@@ -1,11 +1,11 @@
 """Grade a class: run every learner's notebooks and collect what the checkers found.
 
     python -m course_lib grade PATH --out report.csv [--jobs N] [--timeout 300] [--memory 4]
-    python -m course_lib grade [NOTEBOOKS] --gradescope autograder.zip   (see course_lib.gradescope)
+    python -m course_lib grade [NOTEBOOKS] --gradescope autograder.zip   (see gradescope_bundle.py)
 
 PATH is one notebook, a folder of one learner's notebooks (learner = the folder's name),
 or a folder with one sub-folder per learner. Each notebook runs top to bottom in a
-scratch copy, in a kernel of its own, with time and memory limits (see course_lib.sandbox);
+scratch copy, in a kernel of its own, with time and memory limits (see sandbox.py);
 --jobs of them at a time (each waits on its kernel: threads suffice). The report is in the
 same order whatever --jobs is. Ctrl-C stops every kernel and writes the rows of the
 notebooks graded so far.

@@ -11,7 +11,7 @@ Gradescope's /autograder:
 
 Each notebook of the assignment is found in the submission by its name (nested in folders,
 or with something added, such as `01_tokens_and_task (2).ipynb`), else by its exercises'
-numbers, and graded with the grader's own code (course_lib.grade), its notebooks in
+numbers, and graded with the grader's own code (grade.py), its notebooks in
 parallel. An exercise is worth 1 point when its checker passed, else 0; a function that
 calls course_lib's own version of its exercise scores 0 and its output says so. Exercises
 come from the assignment, not from the submission: a deleted exercise scores 0.
@@ -156,7 +156,8 @@ def run(root: Path, timeout: float = 300, memory: int = 4 * 2**30) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.instructor.gradescope", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.instructor.gradescope",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="Gradescope's /autograder")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
     parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")

@@ -47,7 +47,7 @@ chmod -R go-rwx "$SOURCE"
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission, as root, in a fresh container: grade the notebooks
-# in $ROOT/submission and write $ROOT/results/results.json (see course_lib/gradescope.py).
+# in $ROOT/submission and write $ROOT/results/results.json (see course_lib/instructor/gradescope.py).
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 exec "${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}" -m course_lib.instructor.gradescope "$ROOT" \\
     --timeout {timeout:g} --memory {memory:g}

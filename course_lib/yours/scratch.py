@@ -1,6 +1,6 @@
 """Run a learner's exercise cells, the comparison and the training in a scratch process.
 
-The process starts under the memory limit of course_lib.sandbox (RLIMIT_AS), in an empty
+The process starts under the memory limit of course_lib.instructor.sandbox (RLIMIT_AS), in an empty
 scratch folder, and every learner cell under a time limit of its own. What it finds goes back
 as JSON. If the process dies anyway (a crash, or a loop inside NumPy that no signal
 interrupts), the exercise it was running is set aside and the run starts again without it,
