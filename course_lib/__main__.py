@@ -14,7 +14,31 @@ from . import doctor, train, train_command
 from .instructor import command as grade_command
 from .instructor.grade import GradeError
 from .text import command as text_command
+from .text.data import TextError
 from .yours import command as yours_command, scratch as yours_scratch
+
+
+# One convention for every command's exit status; each --help ends with its own line of it.
+EXIT_STATUS = {
+    None: ("done", "", "an option, a path or a file it cannot use"),
+    "train": ("done", "training diverged, or --out could not be written",
+              "an option, --out, or a --text file it cannot use"),
+    "sample": ("done", "", "an option, a file that is not a text model, a prompt it cannot encode"),
+    "grade": ("graded (a learner's notebook that cannot be read is a row of the report)",
+              "the report could not be written", "PATH, --out or an option"),
+    "yours": ("every function ran, each of the learner's passes its checker, and the largest error is below 1e-8",
+              "a function failed or fails its checker, an error is 1e-8 or more, or the scratch process gave "
+              "no report",
+              "PATH or an option"),
+    "doctor": ("everything works", "a check found a problem (✗)", "an option"),
+}
+
+
+def exit_status(command=None):
+    """The epilog of a command's --help: what each exit status means."""
+    done, failed, bad = EXIT_STATUS[command]
+    return (f"exit status: 0 {done}, 1 failed while running{f' ({failed})' if failed else ''}, "
+            f"2 bad input ({bad}), 130 interrupted (Ctrl-C)")
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -25,47 +49,52 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def build_parser():
-    parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands")
+    parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands", epilog=exit_status())
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
-    t = sub.add_parser("train", help="train the course model on the operations task, or a GPT on a text (--text)",
-                       description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
-                                   "on the held-out test split and the wall time, and save it. Ctrl-C stops "
-                                   "cleanly and keeps the best model so far. With --text, train a character-level "
-                                   "GPT on a text file instead.",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+    def add(name, **kwargs):
+        return sub.add_parser(name, epilog=exit_status(name), **kwargs)
+    t = add("train", help="train the course model on the operations task, or a GPT on a text (--text)",
+            description="Train a model on the operations task (Max(1,6,2) -> 6), print its accuracy "
+                        "on the held-out test split and the wall time, and save it. Ctrl-C stops "
+                        "cleanly and keeps the best model so far. With --text, train a character-level "
+                        "GPT on a text file instead.",
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     train_command.configure(t)
-    text_command.configure_sample(sub.add_parser(
+    text_command.configure_sample(add(
         "sample", help="continue a prompt with a model trained by `train --text`",
         description="Print the prompt and the characters a text model writes after it, sampled one at a time.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-    grade_command.configure(sub.add_parser(
+    grade_command.configure(add(
         "grade", help="run learners' notebooks and report what the checkers found",
         description="Run every notebook under PATH in a scratch copy and a kernel of its own, with time and "
                     "memory limits, and write one CSV row per learner, notebook and exercise.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-    yours_command.configure(sub.add_parser(
+    yours_command.configure(add(
         "yours", help="build the model from a learner's own notebooks, compare it with course_lib's, train it",
         description="Run the exercise cells of the learner's notebooks in PATH in a scratch process, assemble "
                     "their functions into the model (course_lib's stand in for what is not done), compare its "
                     "float64 loss and gradients with course_lib's, and with --train train it with their loop.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-    sub.add_parser("doctor", help="check that this environment can run the course",
-                   description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
-                               "course-model step; print the fix for each problem.")
+    add("doctor", help="check that this environment can run the course",
+        description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
+                    "course-model step; print the fix for each problem.")
     return parser
 
 
-def _one_line(run, args, errors, status=2, interrupted=None):
-    """run(args); an error of the types in `errors` is printed as one line and gives `status`.
-    With `interrupted`, Ctrl-C prints it and gives 130 (else the command handles Ctrl-C itself)."""
+def _one_line(run, args, bad_input=(), failed=(), interrupted="interrupted"):
+    """run(args) under the exit-status convention: an error of the types in `bad_input` gives 2, one
+    in `failed` 1, each printed as one line; Ctrl-C that the command does not handle itself prints
+    `interrupted` and gives 130."""
     try:
         return run(args)
-    except errors as e:
+    except bad_input as e:
         print(f"error: {e}", file=sys.stderr)
-        return status
+        return 2
+    except failed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        if interrupted is None:
-            raise
         print(interrupted, file=sys.stderr)
         return 130
 
@@ -73,17 +102,17 @@ def _one_line(run, args, errors, status=2, interrupted=None):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
-        return doctor.run()
-    if args.command == "grade":       # a bad request or an unwritable report
-        return _one_line(grade_command.command, args, (GradeError, OSError),
+        return _one_line(lambda _: doctor.run(), args)
+    if args.command == "grade":       # a bad request; a report that cannot be written after grading
+        return _one_line(grade_command.command, args, bad_input=(GradeError,), failed=(OSError,),
                          interrupted="interrupted: no report written")
     if args.command == "yours":
-        return _one_line(yours_command.command, args, (ValueError, OSError, yours_scratch.ScratchError),
-                         interrupted="interrupted")
+        return _one_line(yours_command.command, args, bad_input=(ValueError, OSError),
+                         failed=(yours_scratch.ScratchError,))
     if args.command == "sample":      # an unreadable or non-text model, a prompt it cannot read
-        return _one_line(text_command.sample, args, (ValueError, OSError))
-    return _one_line(train_command.command, args, (ValueError, TypeError, OSError, train.TrainingDiverged),
-                     status=1)
+        return _one_line(text_command.sample, args, bad_input=(ValueError, OSError))
+    return _one_line(train_command.command, args, bad_input=(TextError,),     # a --text file it cannot use
+                     failed=(ValueError, TypeError, OSError, train.TrainingDiverged))
 
 
 if __name__ == "__main__":

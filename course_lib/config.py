@@ -4,6 +4,8 @@ from dataclasses import dataclass, asdict, replace
 
 import numpy as np
 
+from ._words import one_of
+
 NORMS = ("post", "pre")
 ACTIVATIONS = ("relu", "gelu")
 POSITIONALS = ("sinusoidal", "learned", "none")
@@ -57,8 +59,9 @@ class ModelConfig:
                           numpy=False)      # a config is saved as JSON: plain ints only
         if self.d_model % self.n_heads:
             allowed = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
-                             f"allowed n_heads up to 64: {allowed}")
+            more = f" (or a larger divisor of {self.d_model})" if self.d_model > 64 else ""
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
+                             f"n_heads can be {one_of(allowed)}{more}")
         for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS),
                               ("positional", POSITIONALS), ("dtype", DTYPES)):
             if getattr(self, name) not in allowed:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from ._words import count
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 REQUIREMENTS = PACKAGE_DIR.parent / "requirements.txt"
 TESTED_PYTHON = (3, 11)
@@ -138,7 +140,8 @@ def check_blas() -> Check:
         return Check(False, "no BLAS library found for NumPy or SciPy", "pip install -r requirements.txt")
 
     def describe(lib):
-        return f"{lib['internal_api']} {lib.get('version') or ''} with {lib['num_threads']} threads".replace("  ", " ")
+        version = f" {lib['version']}" if lib.get("version") else ""
+        return f"{lib['internal_api']}{version} with {count(lib['num_threads'], 'thread')}"
 
     numpy_blas = describe(_blas_of(libraries, "numpy"))
     if NUMPY_BLAS is not None:

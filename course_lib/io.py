@@ -10,12 +10,14 @@ the file carries (names, shapes, dtypes, finite values) before a model is built,
 so a file that does not fit raises CheckpointError, naming the file and the
 problem, instead of reaching the kernels.
 """
+import codecs
 import json
 import os
 
 import numpy as np
 
 from ._files import write_atomic
+from ._words import count
 from .config import ModelConfig, is_integer
 from .model import Transformer
 from . import optim as _optim
@@ -42,7 +44,7 @@ def _non_finite(arrays):
 
 def describe_non_finite(arrays):
     """'name' holds N NaN or infinite value(s) (first at index I); ... for each such array, or ''."""
-    return "; ".join(f"{name!r} holds {n} NaN or infinite value{'s' if n != 1 else ''} (first at index {i})"
+    return "; ".join(f"{name!r} holds {count(n, 'NaN or infinite value')} (first at index {i})"
                      for name, n, i in _non_finite(arrays))
 
 
@@ -69,22 +71,71 @@ def save(model, path, optimizer=None, extra=None):
     write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
+_ZIP = (b"PK\x03\x04", b"PK\x05\x06")     # the first bytes of a zip archive (an .npz), of an empty one
+_NPY = b"\x93NUMPY"                         # the first bytes of a single NumPy array (.npy)
+
+
+def _not_npz(head):
+    """What a file whose first bytes are `head` is, when it is not a zip archive."""
+    if not head:
+        return "it is empty"
+    if head.startswith(_NPY):
+        return "it is a single NumPy array (.npy), not an .npz archive"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle, not an .npz archive (course_lib never loads pickles: they can run code)"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head)     # a character cut at the end is fine
+        text = b"\x00" not in head
+    except UnicodeDecodeError:
+        text = False
+    return "it is text, not an .npz archive" if text else "it is not an .npz archive"
+
+
+def _why(error):
+    """Why an entry of an untrusted archive could not be read, in words that never suggest loading it
+    unsafely (NumPy's refusal of an object array offers allow_pickle: never an option here)."""
+    text = " ".join(str(error).split())     # one line
+    if "pickle" in text:
+        return "holds Python objects (pickled), which course_lib never loads"
+    return f"cannot be read ({type(error).__name__}{': ' + text if text else ''})"
+
+
+def _arrays(path):
+    """Every array of the zip archive at `path` (allow_pickle=False: an object array is refused)."""
+    data, key = {}, None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            for key in f.files:
+                data[key] = f[key]
+    except Exception as e:  # zipfile, zlib, NumPy's header parser raise many kinds
+        why = (f"its entry {key!r} {_why(e)}" if key is not None else
+               f"it is a damaged or truncated zip archive ({type(e).__name__})")
+        raise CheckpointError(f"{path!r} is not a course_lib model file: {why}") from None
+    odd = [k for k, v in data.items() if not isinstance(v, np.ndarray)]
+    if odd:
+        raise CheckpointError(f"{path!r} is not a course_lib model file: it is a zip archive whose entry {odd[0]!r} "
+                              f"is not a NumPy array (not an .npz archive)")
+    return data
+
+
 def _read(path):
-    """All arrays of the file at `path`, as a dict. FileNotFoundError if there is none."""
+    """All arrays of the file at `path`, as a dict. FileNotFoundError if there is none; CheckpointError,
+    saying what the file is not, for anything but an .npz archive written by save."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved model at {path!r}")
     if os.path.isdir(path):
         raise CheckpointError(f"{path!r} is a directory, not a saved model")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            if not hasattr(f, "files"):     # a bare .npy array, not an .npz archive
-                raise ValueError("a single array, not an .npz archive")
-            data = {k: f[k] for k in f.files}
-    except Exception as e:  # the file is untrusted: zipfile, zlib, numpy's header parser raise many kinds
-        raise CheckpointError(f"{path!r} is not a course_lib model file "
-                              f"({type(e).__name__}: {e or 'empty or truncated'})") from None
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as e:
+        raise CheckpointError(f"{path!r} cannot be read: {e.strerror or e}") from None
+    if not head.startswith(_ZIP):   # np.load would try it as a pickle, and its refusal suggests allow_pickle
+        raise CheckpointError(f"{path!r} is not a course_lib model file: {_not_npz(head)}")
+    data = _arrays(path)
     if _text(data, "format", path, required=False) != FORMAT:
-        raise CheckpointError(f"{path!r} is not a course_lib model file (format {FORMAT!r} expected)")
+        raise CheckpointError(f"{path!r} is not a course_lib model file: an .npz archive without "
+                              f"'format' {FORMAT!r}")
     return data
 
 
@@ -196,7 +247,7 @@ def load_checkpoint(path):
     params = {k[len("param/"):]: v for k, v in data.items() if k.startswith("param/")}
     if config.n_layers > len(params):   # a corrupt n_layers must not make us enumerate millions of names
         raise CheckpointError(f"{path!r}: its config has n_layers={config.n_layers} but the file holds "
-                              f"only {len(params)} parameters")
+                              f"only {count(len(params), 'parameter')}")
     dtype = np.dtype(config.dtype)
     shapes = _expected_shapes(config)
     _check_arrays(path, "parameters", params, shapes, dtype)

@@ -12,6 +12,7 @@ import os
 import time
 
 from . import io, optim, task, train
+from ._words import count
 from .config import check_integer, presets
 from .model import Transformer
 from .text import command as text_command
@@ -99,13 +100,14 @@ def check_options(args):
 
 
 def _stored_val_acc(path):
-    """The validation accuracy saved with the checkpoint at `path`, or why there is none (text)."""
+    """The validation accuracy saved with the checkpoint at `path`, or why there is none (text, one line
+    naming the file: it is printed after the run, when the file has been replaced)."""
     try:
         extra = io.load_checkpoint(path)[2]
     except (OSError, ValueError) as e:
-        return f"not a readable course_lib model: {e}"
+        return str(e)
     acc = extra.get("val_acc")
-    return float(acc) if isinstance(acc, (int, float)) else "no validation accuracy stored"
+    return float(acc) if isinstance(acc, (int, float)) else f"{path!r} held no validation accuracy"
 
 
 def _mtime(path):
@@ -133,9 +135,10 @@ def cmd_train(args):
         kwargs["momentum"] = args.momentum
     make_optimizer = functools.partial(optim.OPTIMIZERS[args.optimizer], **kwargs)
     opt = make_optimizer(model.params)
-    total = args.epochs * math.ceil(args.n_train / args.batch_size)
-    print(f"training {args.preset} ({model.n_params:,} parameters) on {args.n_train} problems: "
-          f"{args.epochs} epochs x {math.ceil(args.n_train / args.batch_size)} steps, {args.optimizer} "
+    per_epoch = math.ceil(args.n_train / args.batch_size)
+    total = args.epochs * per_epoch
+    print(f"training {args.preset} ({model.n_params:,} parameters) on {count(args.n_train, 'problem')}: "
+          f"{count(args.epochs, 'epoch')} x {count(per_epoch, 'step')}, {args.optimizer} "
           f"lr {args.lr:g} ({args.schedule}), batch {args.batch_size}, seed {args.seed}", flush=True)
     loading = _load_kernels(model, make_optimizer, data)
     try:
@@ -148,11 +151,11 @@ def cmd_train(args):
         saved = _mtime(args.out) not in (None, before)    # fit checkpointed an epoch before diverging
         raise train.TrainingDiverged(f"{e} ({f'the best model before that is saved in {args.out}' if saved else 'nothing saved'})") from None
     if hist.best_epoch < 0:
-        print(f"interrupted after {len(hist.step)} steps, before the first epoch ended: nothing saved"
+        print(f"interrupted after {count(len(hist.step), 'step')}, before the first epoch ended: nothing saved"
               + (f" ({args.out} is unchanged)" if replaced is not None else ""))
         return 130
     if hist.interrupted:
-        print(f"interrupted after {len(hist.step)} steps: keeping the best model so far "
+        print(f"interrupted after {count(len(hist.step), 'step')}: keeping the best model so far "
               f"(epoch {hist.best_epoch}, validation accuracy {hist.best_val_acc:.4f})")
     test = train.evaluate(model, *data["test"])
     io.save(model, args.out, opt, extra={"best_epoch": hist.best_epoch, "val_acc": hist.best_val_acc,
@@ -163,13 +166,13 @@ def cmd_train(args):
     print(f"best epoch {hist.best_epoch + 1} of {len(hist.epoch)} trained: validation accuracy "
           f"{hist.best_val_acc:.4f}{stopped}")
     print(f"test accuracy {test['acc']:.4f} on {len(data['test'][0])} held-out problems ({per_op})")
-    print(f"wall time {time.perf_counter() - t0:.1f} s: training {hist.seconds:.1f} s ({len(hist.step)} steps), "
-          f"loading the compiled kernels {loading:.1f} s; saved to {args.out}")
+    print(f"wall time {time.perf_counter() - t0:.1f} s: training {hist.seconds:.1f} s "
+          f"({count(len(hist.step), 'step')}), loading the compiled kernels {loading:.1f} s; saved to {args.out}")
     if isinstance(replaced, float):
         worse = " (higher than this run's: --overwrite was given)" if replaced > hist.best_val_acc else ""
         print(f"replaced the model that was in {args.out}: its validation accuracy was {replaced:.4f}{worse}")
     elif replaced is not None:
-        print(f"replaced the file that was in {args.out} ({replaced})")
+        print(f"replaced the file that was in {args.out}: {replaced}")
     return 130 if hist.interrupted else 0
 
 

@@ -106,3 +106,34 @@ def solutions_by_checker():
             for name, args in re.findall(r"checks\.(check_\w+)\(([^)]*)\)", source):
                 found[name] = tuple(namespace[a.strip()] for a in args.split(","))
     return found
+
+
+def files_that_are_not_models(folder):
+    """Files a model loader may be handed by mistake or by malice, written into `folder`:
+    {name: (path, the words a loader's one-line answer must hold)}. None is a course_lib model."""
+    import pickle
+    import zipfile
+
+    import numpy as np
+
+    folder = Path(folder)
+    objects = np.array([{"code": "print('hi')"}], dtype=object)
+    np.save(folder / "objects.npy", objects, allow_pickle=True)           # a pickled .npy ...
+    (folder / "objects_npy.npz").write_bytes((folder / "objects.npy").read_bytes())  # ... renamed .npz
+    np.savez(folder / "objects.npz", format=np.array("course_lib/1"), config=objects)
+    (folder / "text.npz").write_text("hello, I am a text file\n", encoding="utf-8")
+    (folder / "empty.npz").write_bytes(b"")
+    with zipfile.ZipFile(folder / "zip.npz", "w") as z:
+        z.writestr("readme.txt", "a zip archive, but no NumPy array in it")
+    (folder / "pickle.npz").write_bytes(pickle.dumps({"weights": [1, 2, 3]}))
+    (folder / "folder.npz").mkdir()
+    return {name: (folder / name, says) for name, says in [
+        ("objects.npy", "is a single NumPy array (.npy), not an .npz archive"),
+        ("objects_npy.npz", "is a single NumPy array (.npy), not an .npz archive"),
+        ("objects.npz", "its entry 'config' holds Python objects (pickled), which course_lib never loads"),
+        ("text.npz", "is text, not an .npz archive"),
+        ("empty.npz", "is empty"),
+        ("zip.npz", "whose entry 'readme.txt' is not a NumPy array (not an .npz archive)"),
+        ("pickle.npz", "is a Python pickle, not an .npz archive"),
+        ("folder.npz", "is a directory, not a saved model"),
+    ]}

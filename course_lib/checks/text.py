@@ -8,15 +8,23 @@
 temperature does to a distribution; 12.4 and 12.7 are predictions the notebook's cells test.
 No checker.)
 
+check_char_windows numbers the text as it is: a stage whose texts start and end with spaces and
+newlines names a text stripped first, and ids numbered from 1, by code point or in another order
+are named as such (the windows in the right places, the ids not).
+
 check_baselines compares the unigram and the bigram each on its own, so that the report names
 the wrong one and the mistake that gives it (counts on the held-out ids, no smoothing, + 1 where
-the denominator needs + V, repeated pairs counted once, bits, a flipped sign, a sum). Its
-hand-checkable case prints its inputs and the expected losses.
+the denominator needs + V, repeated pairs counted once, bits, a flipped sign, a sum, the pair
+table the wrong way round). Its hand-checkable case prints its inputs and the expected losses;
+where two mistakes give its numbers, one more call on a larger case tells them apart.
 
 Sampling is random, so check_sample looks at it two ways. Deterministically: the function must
 not always return the argmax, must draw from the generator it is given (the generator's state
-moves, and the same seed gives the same ids whatever np.random's global state is), and top_k = 1
-gives the argmax. Statistically, with fixed seeds: a few thousand draws per case, their counts
+moves, np.random's global generator is neither seeded nor drawn from, and the same seed gives
+the same ids whatever np.random's global state is), and top_k = 1 gives the argmax; the caller's
+np.random state is restored. A NaN, returned or raised, is traced to its cause (an exp that
+overflows only with large logits; with small ones and top_k, fewer than k ids kept).
+Statistically, with fixed seeds: a few thousand draws per case, their counts
 against the exact distribution softmax(top-k(z) / τ) with a chi-square bound that a right
 function exceeds with probability 1e-6 (and, the seeds being fixed, never in these tests); a
 draw outside the top k fails at once. A wrong frequency table is compared with the usual
@@ -44,11 +52,62 @@ _WINDOWS_HINT = tiered("the inputs are T characters from each start, the targets
                        "tokens[b] = ids[s:s + T], targets[b] = ids[s + 1:s + T + 1] for s = starts[b]")
 
 
-def _ref_windows(text, starts, T):
-    chars = "".join(sorted(set(text)))
+_STRIP_HINT = ("your windows start too far on: was the text stripped (text.strip())? Every "
+               "character counts, the spaces and newlines at its ends too: number the text as "
+               "it is")
+_FROM_ONE_HINT = ("your ids are one too large: a character's id is its index in chars, from 0 "
+                  "(chars[0] has id 0), so that the ids run over 0..V - 1")
+_CODE_POINT_HINT = ("your ids are the characters' code points (ord(c)): a character's id is its "
+                    "index in chars, 0..V - 1, one row of the embedding table each")
+_RENUMBERED_HINT = ("your windows are in the right places, but the ids are not their indices in "
+                    "chars: a character's id is where it stands in the sorted string chars")
+
+
+def _windows_of(text, chars, starts, T):
+    """(tokens, targets) of `text` with each character numbered by its index in `chars`."""
     ids = np.array([chars.index(c) for c in text])
     rows = np.asarray(starts)[:, None] + np.arange(T + 1)
-    return chars, ids[rows[:, :-1]], ids[rows[:, 1:]]
+    return ids[rows[:, :-1]], ids[rows[:, 1:]]
+
+
+def _ref_windows(text, starts, T):
+    chars = "".join(sorted(set(text)))
+    return (chars, *_windows_of(text, chars, starts, T))
+
+
+def _renumbered(got, want):
+    """`got` when it is `want` with the ids numbered another way (one id for each id), else an
+    error (diagnose then skips it)."""
+    got, want = np.asarray(got), np.asarray(want)
+    pairs = set(zip(want.ravel().tolist(), got.ravel().tolist()))
+    if got.shape != want.shape or not len(pairs) == len(set(want.ravel().tolist())) == len(
+            {g for _, g in pairs}):
+        raise ValueError("not a renumbering")
+    return got
+
+
+def _id_mistakes(text, starts, T, part):
+    """The usual wrong ids and windows of tokens (part 0) or targets (part 1): (thunk, hint)."""
+    chars = "".join(sorted(set(text)))
+    rows = np.asarray(starts)[:, None] + np.arange(T + 1)
+    rows = rows[:, :-1] if part == 0 else rows[:, 1:]
+    return [(lambda: _windows_of(text.strip(), chars, starts, T)[part], _STRIP_HINT),
+            (lambda: _windows_of(text, chars, starts, T)[part] + 1, _FROM_ONE_HINT),
+            (lambda: np.array([ord(c) for c in text])[rows], _CODE_POINT_HINT)]
+
+
+def _chars_hint(chars, want_chars, text):
+    """The hint for a wrong vocabulary: its order, whitespace lost (at the ends: stripped)..."""
+    if sorted(chars) == sorted(want_chars):
+        return "the vocabulary is the distinct characters in sorted order, as one string"
+    missing = "".join(sorted(set(want_chars) - set(chars)))
+    if missing and missing.isspace() and set(chars) <= set(want_chars):
+        at_ends = set(missing) <= set(text) - set(text.strip())
+        return (f"chars lacks {missing!r}, " + ("found only at the ends of the text: was the text "
+                "stripped (text.strip())? " if at_ends else "") + "Every character of the text "
+                "counts, spaces and newlines too")
+    return ("every distinct character of the text once, sorted: spaces and newlines too, "
+            "nothing else")
 
 
 def _check_windows_case(fn, text, starts, T):
@@ -65,11 +124,8 @@ def _check_windows_case(fn, text, starts, T):
         raise CheckFailed(f"chars is {type(chars).__name__}, but a string was expected",
                           hint="chars is one string: the distinct characters of the text, sorted")
     if chars != want_chars:
-        same_set = sorted(chars) == sorted(want_chars)
-        hint = ("the vocabulary is the distinct characters in sorted order, as one string"
-                if same_set else "every distinct character of the text once, sorted: spaces and "
-                                 "newlines too, nothing else")
-        raise CheckFailed(f"chars is {chars!r} for the text {text!r}, expected {want_chars!r}", hint)
+        raise CheckFailed(f"chars is {chars!r} for the text {text!r}, expected {want_chars!r}",
+                          _chars_hint(chars, want_chars, text))
     B = len(starts)
     for name, value in (("tokens", tokens), ("targets", targets)):
         expect_shape(value, (B, T), what=name,
@@ -81,8 +137,11 @@ def _check_windows_case(fn, text, starts, T):
                               "is the NEXT character, one further on"),
                 (lambda: _ref_windows(text, np.asarray(starts) + 1, T)[2],
                  "your targets are two characters on: the target is ids[s + 1:s + T + 1]")]
-    diagnose(tokens, want_tokens, [], _WINDOWS_HINT, what="tokens")
-    diagnose(targets, want_targets, mistakes, _WINDOWS_HINT, what="targets")
+    diagnose(tokens, want_tokens, _id_mistakes(text, starts, T, 0)
+             + [(lambda: _renumbered(tokens, want_tokens), _RENUMBERED_HINT)],
+             _WINDOWS_HINT, what="tokens")
+    diagnose(targets, want_targets, mistakes + _id_mistakes(text, starts, T, 1), _WINDOWS_HINT,
+             what="targets")
 
 
 # course_lib's Vocabulary builds the characters and ids this exercise asks for
@@ -102,6 +161,11 @@ def check_char_windows(char_windows):
         _check_windows_case(char_windows, "abracadabra", [0, 3, 6], 4)
     with stage("spaces, newlines and capitals"):
         _check_windows_case(char_windows, "In the beginning\nGod created", [0, 10, 2, 5], 8)
+    with stage("spaces and newlines at the ends of the text"):
+        # stripped, the first text shifts every window; the second loses its only newline
+        _check_windows_case(char_windows, "  And the earth was without form, and void;\nand "
+                            "darkness was upon the face of the deep.\n", [0, 20, 40, 60], 12)
+        _check_windows_case(char_windows, "Let there be light:\n", [0, 4], 10)
     with stage("the last window of the text"):
         text = "And God said, Let there be light: and there was light."
         _check_windows_case(char_windows, text, [0, len(text) - 7], 6)
@@ -166,6 +230,24 @@ def _joint_bigram(train, val, V):
     return np.array([np.nan, -np.log(pairs / pairs.sum())[before, val].mean()])
 
 
+def _swapped_bigram(train, val, V, how):
+    """The bigram with the pair table the wrong way round: pairs counted as (next, before)
+    ("counted"), or the right table read at [c, b], divided by row b ("read") or row c ("row c")."""
+    pairs = np.ones((V, V))
+    np.add.at(pairs, (train[:-1], train[1:]), 1.0)
+    before = np.concatenate([train[-1:], val[:-1]])
+    if how == "counted":
+        p = pairs.T[before, val] / pairs.T[before].sum(axis=1)
+    else:
+        p = pairs[val, before] / pairs[before if how == "read" else val].sum(axis=1)
+    return np.array([np.nan, -np.log(p).mean()])
+
+
+_SWAPPED_HINT = ("the pair table is the wrong way round: its row is the character before (b), "
+                 "its column the one that follows (c), and p(c | b) is read from row b. Check the "
+                 "order of the indices where you count the pairs and where you read them")
+
+
 def _baseline_mistakes(train, val, V):
     """(the wrong (unigram, bigram), hint) of the usual mistakes, in the order they are tried."""
     ref = lambda **kw: lambda: _ref_baselines(train, val, V, **kw)     # noqa: E731
@@ -179,6 +261,8 @@ def _baseline_mistakes(train, val, V):
                             "ids only (a model may not see the text it is scored on)"),
         (ref(first="skip"), "the first held-out character counts too: its predecessor is the last "
                             "training character"),
+        *[(lambda how=how: _swapped_bigram(train, val, V, how), _SWAPPED_HINT)
+          for how in ("counted", "read", "row c")],
         (ref(base=2), "use the natural logarithm: nats, not bits"),
         (lambda: -_ref_baselines(train, val, V), "the loss is -ln p, a positive number (ln p < 0 "
                                                  "for p < 1): the sign is flipped"),
@@ -191,21 +275,45 @@ def _baseline_mistakes(train, val, V):
     ]
 
 
-def _named_mistake(arr, wrong, mistakes):
-    """The hint of the first mistake that gives every wrong number, else of the first that
-    gives one of them, else None."""
-    partial = None
-    for make, hint in mistakes:
+def _matches(arr, wrong, mistakes):
+    """(indices of the mistakes that give every wrong number, hint of the first that gives one)."""
+    full, partial = [], None
+    for i, (make, hint) in enumerate(mistakes):
         with np.errstate(all="ignore"):
             candidate = np.asarray(make(), dtype=float)
-        hits = [i for i in wrong if np.isclose(arr[i], candidate[i], rtol=1e-9, atol=1e-12)]
+        hits = [j for j in wrong if np.isclose(arr[j], candidate[j], rtol=1e-9, atol=1e-12)]
         if hits == wrong:
-            return hint
+            full.append(i)
         partial = partial or (hint if hits else None)
-    return partial
+    return full, partial
 
 
-def _compare_baselines(got, arr, want, mistakes, case):
+# a case that tells apart mistakes that give the same numbers on a small one (the hand-checkable
+# case's bigram is ln 2 both with the first held-out character left out and with the pair table
+# counted the wrong way round)
+_TIEBREAK = (np.array([0, 1, 3, 0, 2, 2, 1, 0, 3, 3, 1, 2, 0, 0, 1, 3, 2, 1, 1, 0]),
+             np.array([2, 3, 0, 1, 1, 2, 0]), 4)
+
+
+def _named_mistake(arr, wrong, mistakes, again=None):
+    """The hint of the first mistake that gives every wrong number, else of the first that gives
+    one of them, else None. When mistakes with different hints give every wrong number, again()
+    (the learner's numbers on _TIEBREAK) picks the one that gives them there too."""
+    full, partial = _matches(arr, wrong, mistakes)
+    if len({mistakes[i][1] for i in full}) > 1 and again is not None:
+        try:
+            got = again()
+        except CheckFailed:
+            got = None
+        if got is not None:
+            want = _ref_baselines(*_TIEBREAK)
+            off = [i for i in (0, 1) if not np.isclose(got[i], want[i], rtol=1e-9, atol=1e-12)]
+            there, _ = _matches(got, off, _baseline_mistakes(*_TIEBREAK))
+            full = [i for i in full if i in there] or full
+    return mistakes[full[0]][1] if full else partial
+
+
+def _compare_baselines(got, arr, want, mistakes, case, again=None):
     """Fail naming the wrong number(s) and the mistake that gives them; `case` ends the message."""
     wrong = [i for i in (0, 1) if not np.isclose(arr[i], want[i], rtol=1e-9, atol=1e-12)]
     if not wrong:
@@ -215,10 +323,11 @@ def _compare_baselines(got, arr, want, mistakes, case):
         said.append(f"your {_NAMES[1 - wrong[0]]} is right")
     dtype = next((h for i in wrong if (h := dtype_hint(got[i], arr[i], np.asarray(want[i])))), None)
     raise CheckFailed("; ".join(said) + case,
-                      dtype or _named_mistake(arr, wrong, mistakes) or _BASELINE_HINT)
+                      dtype or _named_mistake(arr, wrong, mistakes, again) or _BASELINE_HINT)
 
 
-def _check_baseline_case(fn, train, val, V, terms=""):
+def _baseline_result(fn, train, val, V):
+    """(what the learner's function returned, its two numbers as a float array), or a failure."""
     got = call(fn, train, val, V)
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise CheckFailed(f"your function returned {type(got).__name__}, but a pair (unigram, bigram) "
@@ -228,7 +337,12 @@ def _check_baseline_case(fn, train, val, V, terms=""):
         raise CheckFailed(f"(unigram, bigram) should be two numbers, got shapes "
                           f"{[p.shape for p in parts]}",
                           hint="each loss is one number: the mean over the held-out characters")
-    arr, want = np.array([float(p) for p in parts]), _ref_baselines(train, val, V)
+    return got, np.array([float(p) for p in parts])
+
+
+def _check_baseline_case(fn, train, val, V, terms=""):
+    got, arr = _baseline_result(fn, train, val, V)
+    want = _ref_baselines(train, val, V)
     # a case small enough to work by hand is printed with its answer
     case = (f". The case: train = {train.tolist()}, val = {val.tolist()}, V = {V}; expected unigram "
             f"{want[0]:.4f}, bigram {want[1]:.4f}{terms}" if len(train) <= 10 else "")
@@ -239,7 +353,8 @@ def _check_baseline_case(fn, train, val, V, terms=""):
                               _DENOMINATOR_HINT if arr[i] == -np.inf else
                               f"a {seen} never seen in training has count 0 (ln 0 = -inf, 0 / 0 = "
                               f"nan): add one to every count (add-one smoothing) and V to every total")
-    _compare_baselines(got, arr, want, _baseline_mistakes(train, val, V), case)
+    _compare_baselines(got, arr, want, _baseline_mistakes(train, val, V), case,
+                       lambda: _baseline_result(fn, *_TIEBREAK)[1])
 
 
 @checker("Exercise 12.3", "unigram and bigram baselines", library=["text.baselines"])
@@ -272,6 +387,11 @@ _GREEDY_HINT = ("your function always returns the most likely id (greedy, temper
                 "at random from p with rng")
 _NAN_HINT = ("np.exp of a large logit overflows (exp(1000) = inf, inf / inf = nan): subtract the "
              "largest logit before exp, as in notebook 08's stable softmax")
+_NAN_OTHER_HINT = ("print p before the draw: a NaN comes from 0 / 0 or inf / inf in the softmax "
+                   "(are all logits -inf?); the id you return is an int in 0..V - 1")
+_GLOBAL_HINT = ("np.random.seed(...) resets NumPy's global generator for the whole program, and "
+                "np.random.choice or np.random.rand draw from it, not from rng: draw with the "
+                "generator you are given itself, and leave np.random alone")
 _SUM_HINT = ("the probabilities you drew from do not sum to 1: after the temperature and top_k, "
              "divide by their sum (renormalise), or take the softmax of the kept logits")
 _NONE_HINT = ("top_k = None means keep all V logits: skip the top-k step when top_k is None "
@@ -344,12 +464,24 @@ def _mistakes(z, tau, k):
     return out + _one_off(_ref_probs(z, tau, k))
 
 
+def _nan_hint(z, tau, k):
+    """What a NaN probability points to: exp overflowing (only large logits / τ make it overflow),
+    else, with top_k, no id kept; else a NaN to print and trace."""
+    if np.max(np.abs(np.asarray(z, dtype=float))) / tau > 700:     # exp(710) = inf in float64
+        return _NAN_HINT
+    if k is not None:
+        return (f"NaN with top_k = {k}, from logits too small for exp to overflow: your function "
+                f"kept fewer than k ids (at k = 1 none, and the softmax of logits that are all "
+                f"-inf is 0 / 0 = NaN). Keep the k largest, the k-th largest itself too")
+    return _NAN_OTHER_HINT
+
+
 def _explained(e, fn, z, tau, k):
     """The failure `e` of one call, with the hint that its message points to."""
     if "do not sum to 1" in e.message:
         return CheckFailed(e.message, _SUM_HINT)
     if "NaN" in e.message:
-        return CheckFailed(e.message, _NAN_HINT)
+        return CheckFailed(e.message, _nan_hint(z, tau, k))
     if k is None and e.message.startswith("your function raised"):
         try:    # the same call with top_k = V, which keeps the same logits
             call(fn, z, tau, len(z), np.random.default_rng(0))
@@ -370,6 +502,9 @@ def _draw(fn, z, tau, k, rng):
     if isinstance(got, np.ndarray) and got.shape == (len(z),):
         raise CheckFailed(f"your function returned an array of shape {got.shape}, but one id was "
                           f"expected", hint="return the id you drew, not the probabilities")
+    if isinstance(got, float) and not np.isfinite(got):      # int(nan) would raise
+        raise CheckFailed(f"your function returned {got}, but one id (an integer in "
+                          f"0..{len(z) - 1}) was expected", _nan_hint(z, tau, k))
     if isinstance(got, bool) or not isinstance(got, (int, float)) or got != int(got):
         raise CheckFailed(f"your function returned {got!r} ({type(got).__name__}), but one id "
                           f"(an integer in 0..{len(z) - 1}) was expected",
@@ -426,6 +561,19 @@ def _check_distribution(fn, z, tau, k, seed):
 _PEAKS = np.array([[2.0, 1.0, 0.5, 1.5, 0.0], [0.5, 1.5, 2.0, 0.0, 1.0], [1.0, 0.0, 1.5, 0.5, 2.0]])
 
 
+def _leaves_np_random(fn, z):
+    """Whether one call leaves np.random's global state as it was (the caller's state restored)."""
+    saved = np.random.get_state()
+    try:
+        np.random.seed(2024)
+        before = np.random.get_state()
+        _draw(fn, z, 1.0, None, np.random.default_rng(8))
+        after = np.random.get_state()
+    finally:
+        np.random.set_state(saved)
+    return all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
 def _check_rng(fn):
     rng = np.random.default_rng(3)
     if all(_draw(fn, z, 1.0, None, rng) == np.argmax(z) for z in _PEAKS for _ in range(10)):
@@ -438,6 +586,9 @@ def _check_rng(fn):
     if rng.bit_generator.state == before:
         raise CheckFailed("the generator `rng` you were given did not move: your function drew "
                           "its random number elsewhere", _RNG_HINT)
+    if not _leaves_np_random(fn, z):
+        raise CheckFailed("your function changed NumPy's global generator (np.random): it seeds "
+                          "it or draws from it", _GLOBAL_HINT)
     global_state = np.random.get_state()
     try:
         runs = []
@@ -453,6 +604,15 @@ def _check_rng(fn):
 
 @checker("Exercise 12.6", "sampling with temperature and top-k", library=["text.sample"])
 def check_sample(sample):
+    saved = np.random.get_state()   # a function that seeds np.random must not change the caller's
+    try:
+        with np.errstate(all="ignore"):     # a NaN or an overflow is the checker's to explain
+            _check_sample(sample)
+    finally:
+        np.random.set_state(saved)
+
+
+def _check_sample(sample):
     z = np.array([1.0, 2.0, 0.5, 3.0, -1.0, 2.5])
     with stage("returns one id"):
         _draw(sample, z, 1.0, None, np.random.default_rng(0))

@@ -23,8 +23,10 @@ Conventions, stated in the notebook and fixed here:
   square root: param - lr * m_hat / (sqrt(v_hat) + eps);
 - clipping scales every gradient by max_norm / norm when norm > max_norm (course_lib adds
   1e-6 to the norm, a difference far below the tolerance) and returns the norm before clipping;
-- the training loop (11.6) counts t from 1 over the whole run, for Adam and for schedule(t), and
-  takes each epoch's problems in the order rng.permutation(n) of one rng made from seed.
+- the training loop (11.6) counts t from 1 over the whole run, for Adam and for schedule(t),
+  takes each epoch's problems in the order rng.permutation(n) of one rng made from seed, leaves
+  the arrays of `data` as they were, and logs the loss of each batch as model.loss returned it
+  before the update (a history right but for its losses is named so).
 
 Expected values come from float64 formulas written here, never from the learner's function;
 a wrong result is compared with the usual mistakes, and the hint names the one it matches.
@@ -462,6 +464,7 @@ def _reference_loop(setting, mistake=None):
     rng = np.random.default_rng(0 if mistake == "seed ignored" else seed)
     m = {k: np.zeros_like(p) for k, p in model.params.items()}
     v = {k: np.zeros_like(p) for k, p in model.params.items()}
+    summed = {k: np.zeros_like(p) for k, p in model.params.items()}
     for _ in range(epochs):
         if mistake in ("t per epoch", "state per epoch"):
             t = 0
@@ -474,6 +477,8 @@ def _reference_loop(setting, mistake=None):
             rows, t = order[lo:lo + batch_size], t + 1
             loss = model.loss(tokens[rows], targets[rows])
             grads = model.backward()
+            if mistake == "gradients accumulated":      # never zeroed: the sum of all so far
+                grads = summed = {k: summed[k] + g for k, g in grads.items()}
             norm = float(np.sqrt(sum(np.sum(g * g) for g in grads.values())))
             scale = max_norm / norm if norm > max_norm and mistake != "no clipping" else 1.0
             lr = schedule(t - 1 if mistake == "schedule(t - 1)" else t)
@@ -483,6 +488,9 @@ def _reference_loop(setting, mistake=None):
                 v[k] = b2 * v[k] + (1 - b2) * g * g
                 step = lr * (m[k] / (1 - b1 ** t)) / (np.sqrt(v[k] / (1 - b2 ** t)) + _EPS)
                 model.params[k] = p - step
+            if mistake in ("loss after update", "loss of all data"):
+                loss = (model.loss(tokens[rows], targets[rows]) if mistake == "loss after update"
+                        else model.loss(tokens, targets))
             shown = min(norm, max_norm) if mistake == "norm after clipping" else norm
             for key, value in zip(_KEYS, (loss, shown, lr)):
                 hist[key].append(float(value))
@@ -509,6 +517,13 @@ _LOOP_MISTAKES = {
                      "first epoch, so that each epoch draws a new permutation",
     "seed ignored": "the order of the problems does not depend on `seed`: make rng with "
                     "np.random.default_rng(seed)",
+    "gradients accumulated": "the gradients add up from step to step: each step clips and applies "
+                             "the gradients backward(model) returns for its own batch, not their "
+                             "sum over the steps so far (there is no zero_grad: keep no sum)",
+    "loss after update": "history['loss'] holds the loss after the update: record the batch's loss "
+                         "that model.loss returned before backward, the loss the gradients are of",
+    "loss of all data": "history['loss'] holds the loss of all the problems: record the loss of "
+                        "the batch, the one model.loss returned before backward and the update",
 }
 
 _ORDER_HINT = tiered("the first batch already differs: each epoch takes the problems in the "
@@ -517,6 +532,9 @@ _ORDER_HINT = tiered("the first batch already differs: each epoch takes the prob
                      "rng = np.random.default_rng(seed) before the epochs; order = "
                      "rng.permutation(len(tokens)) at the start of each epoch; rows = "
                      "order[lo:lo + batch_size] for lo in range(0, len(tokens), batch_size)")
+_LOSS_ONLY_HINT = ("only history['loss'] differs: the gradient norms, the rates and the "
+                   "parameters are right. Record the loss model.loss returned on the batch, before "
+                   "backward and the update (not one computed after it, nor on all the problems)")
 _STEP_HINTS = {
     "lr": "the learning rate of step t is schedule(t), with t counted from 1 over the whole run",
     "grad_norm": "record the global norm of backward's gradients before clipping (the norm "
@@ -548,7 +566,7 @@ def _loop_helpers_first(fn):
             check_quietly(fn, check, exercise, own, f)
 
 
-def _history(hist, steps, n, batch_size, epochs):
+def _history(hist, steps, n, batch_size, epochs, calls=None):
     """The learner's history as {key: float array (steps,)}, or a failure naming what is wrong."""
     if hist is None:
         raise CheckFailed("your function returned None", hint="end with `return history`")
@@ -573,7 +591,7 @@ def _history(hist, steps, n, batch_size, epochs):
         if size != steps:
             raise CheckFailed(f"history[{key!r}] has {size} entries, expected {steps} (one per "
                               f"step: {epochs} epochs of {-(-n // batch_size)} batches)",
-                              hint=_length_hint(size, n, batch_size, epochs))
+                              hint=_length_hint(size, n, batch_size, epochs, calls))
         for i, value in enumerate(values):
             foreign, low = foreign_array(value), low_precision(value)
             if foreign or low is not None:
@@ -587,14 +605,26 @@ def _history(hist, steps, n, batch_size, epochs):
     return out
 
 
-def _length_hint(size, n, batch_size, epochs):
+def _length_hint(size, n, batch_size, epochs, calls=None):
+    """Why the history has `size` entries; calls: how many times the loop called backward."""
+    per_epoch = -(-n // batch_size)
+    if size == calls:       # an entry at every step it took: the steps are counted wrong
+        if batch_size != 32 and size == epochs * -(-n // 32):
+            return (f"your loop takes batches of 32 whatever batch_size says: use the argument "
+                    f"batch_size (here {batch_size}) for the batches and their starts")
+        if size == (epochs - 1) * per_epoch:
+            return (f"your loop ran {epochs - 1} epochs for epochs = {epochs}: range(1, epochs) "
+                    f"runs epochs - 1 times; run the epochs over range(epochs)")
     if size == epochs * (n // batch_size):
         return ("the last, shorter batch is missing: with n problems an epoch has "
                 "ceil(n / batch_size) batches, range(0, n, batch_size)")
     if size == epochs:
         return "append once per step (per batch), not once per epoch"
-    if size == -(-n // batch_size):
+    if size == per_epoch:
         return "one entry per step of every epoch: is history made anew in each epoch?"
+    if size == calls:
+        return (f"your loop took {size} steps: one per batch of batch_size problems, "
+                f"ceil(n / batch_size) in each of the `epochs` epochs")
     return "append one entry to each list at every step, after the update"
 
 
@@ -639,11 +669,14 @@ def _same_run(hist, params, want):
 def _first_difference(hist, params, want):
     """(message, default hint) for the first step, or parameter, where the learner's run differs."""
     want_params, want_hist = want
+    only_loss = (all(_agree(hist[k], want_hist[k]) for k in _KEYS[1:])
+                 and all(_agree(params[k], p) for k, p in want_params.items()))
     for i in range(len(want_hist["loss"])):
         for key in _KEYS:
             if not _agree(hist[key][i], want_hist[key][i]):
                 got_v, want_v = show_digits(hist[key][i], want_hist[key][i])
-                hint = _ORDER_HINT if key == "loss" and i == 0 else _STEP_HINTS[key]
+                hint = (_LOSS_ONLY_HINT if only_loss else _ORDER_HINT if key == "loss" and i == 0
+                        else _STEP_HINTS[key])
                 return (f"history[{key!r}] differs first at step {i + 1}: got {got_v}, "
                         f"expected {want_v}"), hint
     for k, p in want_params.items():
@@ -654,15 +687,29 @@ def _first_difference(hist, params, want):
     return "", None
 
 
+def _data_kept(data, original):
+    """core.call sees only arrays passed directly: the two inside `data` are compared here."""
+    for name, now, before in zip(("tokens", "targets"), data, original):
+        if not np.array_equal(now, before):
+            raise CheckFailed(f"your loop changed `data` in place: the caller's {name} are no "
+                              f"longer as they were",
+                              hint="the caller's problems must stay as they were (the next "
+                              "epoch, another run and the evaluation read them): "
+                              "take each batch by indexing with the permutation, which makes new "
+                              "arrays, and never shuffle or assign into tokens and targets")
+
+
 def _loop_case(fn, n, batch_size, epochs, max_norm, seed, values=True):
     """Run the learner's loop on the small float64 model and compare it with the reference."""
     model, schedule, backward = _small_model(), _Schedule(), _Backward()
     start = {k: p.copy() for k, p in model.params.items()}
+    data = _problems(n)
     with np.errstate(all="ignore"):
-        hist = call(fn, model, backward, _problems(n), epochs, schedule, batch_size=batch_size,
+        hist = call(fn, model, backward, data, epochs, schedule, batch_size=batch_size,
                     max_norm=max_norm, seed=seed)
+    _data_kept(data, _problems(n))
     steps = epochs * -(-n // batch_size)
-    hist = _history(hist, steps, n, batch_size, epochs)
+    hist = _history(hist, steps, n, batch_size, epochs, backward.calls)
     if backward.calls != steps:
         raise CheckFailed(f"your loop called backward(model) {backward.calls} times in {steps} "
                           f"steps", hint="take each step's gradients from the `backward` you are "

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from . import grade, gradescope_bundle, sandbox
+from .._words import count
 
 
 def _positive_int(text: str) -> int:
@@ -41,8 +43,9 @@ def configure(parser) -> None:
 
 
 def command(args) -> int:
-    """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request, 130
-    after Ctrl-C (the rows of the notebooks graded by then are written)."""
+    """Run `grade` from parsed arguments: 0 when the class was graded, 2 for a bad request (checked
+    before any notebook runs), 1 when the report cannot be written after all, 130 after Ctrl-C (the
+    rows of the notebooks graded by then are written)."""
     if args.timeout <= 0 or args.memory <= 0:
         raise grade.GradeError("--timeout and --memory must be positive")
     if args.gradescope:
@@ -52,6 +55,10 @@ def command(args) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
         raise grade.GradeError(f"cannot write {out}: folder {out.parent} does not exist")
+    if out.is_dir():
+        raise grade.GradeError(f"cannot write {out}: it is a folder (give a file name such as {out / 'report.csv'})")
+    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise grade.GradeError(f"cannot write {out}: permission denied")
     try:
         user = sandbox.kernel_user(args.user) if args.user else None
     except ValueError as err:
@@ -63,10 +70,10 @@ def command(args) -> int:
         if not stop.rows:
             raise KeyboardInterrupt from None    # nothing graded: no report (__main__ says so)
         grade.write_csv(stop.rows, out)
-        print(f"interrupted: {stop.done} of {stop.total} notebooks graded; partial report: {out} "
-              f"({len(stop.rows)} rows)", file=sys.stderr)
+        print(f"interrupted: {stop.done} of {count(stop.total, 'notebook')} graded; partial report: {out} "
+              f"({count(len(stop.rows), 'row')})", file=sys.stderr)
         return 130
     grade.write_csv(rows, out)
     print(grade.summary(rows))
-    print(f"report: {out} ({len(rows)} rows)")
+    print(f"report: {out} ({count(len(rows), 'row')})")
     return 0

@@ -34,6 +34,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from . import sandbox
+from .._words import count
 from ..checks.core import LIBRARY_CALL
 from .exercises import Exercise, expected_exercises
 
@@ -48,7 +49,7 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C while grading: the rows of the notebooks graded by then (in the report's order)."""
 
     def __init__(self, rows: list[dict], done: int, total: int):
-        super().__init__(f"{done} of {total} notebooks graded")
+        super().__init__(f"{done} of {count(total, 'notebook')} graded")
         self.rows, self.done, self.total = rows, done, total
 
 
@@ -112,8 +113,9 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # nbformat raises several kinds for a broken file
+        first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
         return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
-                 "message": f"not a readable notebook ({type(err).__name__}: {err})"}]
+                 "message": f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})"}]
     try:
         outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
     except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
@@ -159,7 +161,10 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
 def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = True,
           jobs: int = 1, user=None) -> list[dict]:
     """Grade every notebook under `path`: a list of report rows (dicts with COLUMNS and the title)."""
-    learners = find_class(path)
+    try:
+        learners = find_class(path)
+    except OSError as err:     # a folder it may not list: the request, not a learner's notebook
+        raise GradeError(f"cannot read {err.filename or path}: {err.strerror or err}") from None
     todo = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
     return grade_notebooks(todo, timeout, memory, jobs, progress, user)
 
@@ -191,11 +196,17 @@ def summary(rows: list[dict]) -> str:
         n = sum((learner, ex) in passed for ex in titles)
         lines.append(f"  {learner:<{lwidth}}  {n}/{len(titles)}")
     if len(learners) == 1:
-        lines.append("status, per exercise:")
+        lines += ["status, per exercise:"] if titles else []
         lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {describe(r)}" for r in rows if r["exercise"]]
-        return "\n".join(lines)
+        return "\n".join(lines + _not_graded(rows))
     lines.append("learners who passed, per exercise:")
     for ex, title in titles.items():
         k = sum((learner, ex) in passed for learner in learners)
         lines.append(f"  {ex + ' ' + title:<{ewidth}}  {k}/{len(learners)} ({100 * k / len(learners):.0f}%)")
-    return "\n".join(lines)
+    return "\n".join(lines + _not_graded(rows))
+
+
+def _not_graded(rows: list[dict]) -> list[str]:
+    """Lines for the notebooks that gave no exercise rows (unreadable, or the grader could not run them)."""
+    bad = [f"  {r['learner']}/{r['notebook']}: {r['message']}" for r in rows if not r["exercise"]]
+    return ["notebooks not graded:", *bad] if bad else []

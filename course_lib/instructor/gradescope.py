@@ -33,6 +33,7 @@ from pathlib import Path
 import nbformat
 
 from . import grade, sandbox
+from .._words import count
 from ..checks.core import LIBRARY_CALL
 
 RESERVED = 2**20          # bytes of results.json written before grading; the grades fit in them
@@ -108,8 +109,9 @@ def results(assignment: list[dict], found: dict[str, Path], rows: list[dict], se
         for exercise, title in want["exercises"]:
             tests.append(_test(exercise, title, by_exercise.get((name, exercise)), missing))
     passed = sum(t["score"] for t in tests)
-    lines = [f"{passed:g} of {len(tests)} exercises passed, {len(found)} of {len(assignment)} notebooks "
-             f"graded ({seconds:.0f} s; each ran top to bottom in a fresh kernel)."] + notes
+    lines = [f"{passed:g} of {count(len(tests), 'exercise')} passed, {len(found)} of "
+             f"{count(len(assignment), 'notebook')} graded ({seconds:.0f} s; each ran top to bottom in a "
+             f"fresh kernel)."] + notes
     return {"score": passed, "execution_time": round(seconds), "output": "\n".join(lines), "tests": tests}
 
 

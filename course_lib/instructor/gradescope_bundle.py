@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 
 from .._files import write_atomic
+from .._words import count
 from .exercises import expected_exercises
 from .grade import GradeError
 
@@ -113,8 +114,10 @@ def command(path, out, timeout: float = 300, memory_gb: float = 4) -> int:
         raise GradeError(f"--gradescope {out}: give a file name ending in .zip")
     if not out.resolve().parent.is_dir():
         raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
+    if out.is_dir():
+        raise GradeError(f"cannot write {out}: it is a folder")
     spec = build(path or REPOSITORY / "notebooks", out, timeout, memory_gb)
     n = sum(len(nb["exercises"]) for nb in spec)
-    print(f"autograder: {out} ({len(spec)} notebooks, {n} exercises of 1 point each); upload it to a "
-          f"Gradescope programming assignment (base image Ubuntu 22.04)")
+    print(f"autograder: {out} ({count(len(spec), 'notebook')}, {count(n, 'exercise')} of 1 point each); "
+          f"upload it to a Gradescope programming assignment (base image Ubuntu 22.04)")
     return 0

@@ -11,6 +11,7 @@ import os
 import time
 
 from .. import io, optim
+from .._words import count
 from ..config import check_integer
 from ..model import Transformer
 from . import training as text_train
@@ -79,10 +80,11 @@ def train(args):
     opt = optim.Adam(model.params, lr=lr)
     extra = {"vocabulary": vocab.chars, "text": os.path.basename(args.text), "baselines": base}
     threads = text_train.threads_for(cfg, args.batch_size * cfg.seq_len)
+    n_chars = count(len(train_ids) + len(val_ids), "character", fmt=",")
     print(f"training a character-level GPT ({model.n_params:,} parameters: T={cfg.seq_len}, C={cfg.d_model}, "
-          f"H={cfg.n_heads}, L={cfg.n_layers}) on {args.text}: {len(train_ids) + len(val_ids):,} characters, the last "
+          f"H={cfg.n_heads}, L={cfg.n_layers}) on {args.text}: {n_chars}, the last "
           f"{len(val_ids):,} held out, {len(vocab)} distinct; {args.minutes:g} min, batch {args.batch_size}, "
-          f"adam lr {lr:g} (warm-up {args.warmup} steps, cosine), seed {args.seed}"
+          f"adam lr {lr:g} (warm-up {count(args.warmup, 'step')}, cosine), seed {args.seed}"
           f"{', one BLAS thread (the machine is busy)' if threads == 1 else ''}", flush=True)
     print("baselines on the held-out part: " + ", ".join(f"{k} {v:.3f}" for k, v in base.items()) + " nats/char",
           flush=True)
@@ -93,7 +95,7 @@ def train(args):
     loss = validation_loss(model, fixed_windows(val_ids, cfg.seq_len))
     io.save(model, args.out, opt, extra={**extra, "step": hist.best_step, "val_loss": loss})
     stopped = "interrupted: keeping the best model so far; " if hist.interrupted else ""
-    print(f"{stopped}{hist.steps} steps in {hist.seconds:.0f} s; best at step {hist.best_step}; "
+    print(f"{stopped}{count(hist.steps, 'step')} in {hist.seconds:.0f} s; best at step {hist.best_step}; "
           f"wall time {time.perf_counter() - t0:.0f} s; saved to {args.out}")
     print(f"validation loss {loss:.3f} nats/char (bigram baseline {base['bigram']:.3f} nats/char)")
     return 130 if hist.interrupted else 0
@@ -107,7 +109,7 @@ def load_text_model(path):
         raise TextError(f"{path!r} is not a text model (no vocabulary in it; a model of the operations task?): "
                         f"train one with `python -m course_lib train --text FILE`")
     if len(chars) != model.config.vocab_size or not model.config.causal:
-        raise TextError(f"{path!r}: its vocabulary of {len(chars)} characters does not fit its causal "
+        raise TextError(f"{path!r}: its vocabulary of {count(len(chars), 'character')} does not fit its causal "
                         f"model of vocab_size {model.config.vocab_size}")
     return model, Vocabulary(chars)
 
@@ -126,7 +128,8 @@ def sample(args):
                           f"got {args.temperature:g}")
     model, vocab = load_text_model(args.model)
     if args.top_k is not None and args.top_k > len(vocab):
-        args.parser.error(f"--top-k must be at most the vocabulary's {len(vocab)} characters, got {args.top_k}")
+        args.parser.error(f"--top-k must be at most the vocabulary's {count(len(vocab), 'character')}, "
+                          f"got {args.top_k}")
     continuation = generate(model, vocab, args.prompt, args.chars, args.temperature, args.top_k, args.seed)
     print(args.prompt + continuation)
     return 0

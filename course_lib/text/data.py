@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .._words import count
 from ..train import evaluate
 
 HELD_OUT = 0.1      # the fraction of the characters, at the end of the text, kept for validation
@@ -42,7 +43,7 @@ class Vocabulary:
         return len(self.chars)
 
     def __repr__(self):
-        return f"Vocabulary({len(self)} characters: {self.chars!r})"
+        return f"Vocabulary({count(len(self), 'character')}: {self.chars!r})"
 
     def encode(self, text, what="the text"):
         """str (N characters) -> int64 ids (N,). TextError naming the first character not in the vocabulary."""
@@ -51,7 +52,7 @@ class Vocabulary:
         except KeyError as e:
             char = e.args[0]
             raise TextError(f"{what} has the character {_show(char)} at position {text.index(char)}, which "
-                            f"the model's vocabulary of {len(self)} characters lacks") from None
+                            f"the model's vocabulary of {count(len(self), 'character')} lacks") from None
 
     def decode(self, ids):
         """ids (N,) in 0..V-1 -> str of N characters."""
@@ -85,8 +86,8 @@ def read_text(path, seq_len):
     text = text.removeprefix("\ufeff")      # a byte-order mark is not part of the text
     need = min_chars(seq_len)
     if len(text) < need:
-        raise TextError(f"{path!r} is too short: {len(text):,} characters; a context of {seq_len} characters "
-                        f"needs at least {need:,} ({HELD_OUT:.0%} of them held out for validation)")
+        raise TextError(f"{path!r} is too short: {count(len(text), 'character', fmt=',')}; a context of "
+                        f"{count(seq_len, 'character')} needs at least {need:,} ({HELD_OUT:.0%} of them held out for validation)")
     return text
 
 
@@ -110,7 +111,8 @@ def fixed_windows(ids, seq_len, n_windows=None):
     windows, or n_windows of them spread evenly over the text."""
     total = (len(ids) - 1) // seq_len
     if total < 1:
-        raise ValueError(f"{len(ids)} characters hold no window of {seq_len} + 1")
+        raise ValueError(f"{count(len(ids), 'character')} {'holds' if len(ids) == 1 else 'hold'} no window "
+                         f"of {seq_len} + 1")
     which = np.arange(total) if n_windows is None or n_windows >= total else \
         np.linspace(0, total - 1, n_windows).round().astype(np.int64)
     rows = (which * seq_len)[:, None] + np.arange(seq_len + 1)

@@ -66,18 +66,33 @@ class Yours:
 
 
 def table_text(table) -> str:
-    """The parts as a table: function, exercise, whose, where it runs; then the reasons."""
+    """The parts as a table: function, exercise, whose, what its checker says, where it runs; then
+    the reasons, and how many are the learner's and pass their exercise's checker."""
     width = max(len(s.name) for s in table) + 2
-    lines = [f"{'function':<{width}}{'exercise':<15}{'whose':<26}runs as"]
+    lines = [f"{'function':<{width}}{'exercise':<10}{'whose':<26}{'its checker':<14}runs as"]
     for s in table:
-        lines.append(f"{s.name:<{width}}{s.exercise.replace('Exercise ', ''):<15}{WHO[s.status]:<26}{s.role}")
+        lines.append(f"{s.name:<{width}}{s.exercise.replace('Exercise ', ''):<10}{WHO[s.status]:<26}"
+                     f"{s.check or '-':<14}{s.role}")
     notes = [f"  {s.name}: {s.message}" for s in table if s.status in ("error", "missing") and s.message]
     if notes:
         lines += ["why course_lib's stands in:"] + notes
-    yours = sum(s.status == "yours" for s in table)
-    lines.append(f"{yours} of {len(table)} functions yours")
+    failing = [f"  {s.name} ({s.exercise}): {s.check_message}" for s in table
+               if s.status == "yours" and s.check not in ("passed", "")]
+    if failing:
+        lines += ["yours, but not passing the exercise's checker (the model runs it all the same):"] + failing
+    lines.append(f"{yours_count(table)} of {len(table)} functions yours, {passing_count(table)} of them "
+                 f"passing their exercise's checker")
     lines += textwrap.wrap(f"checked alone, not run by the model: {ALONE}", 100)
     return "\n".join(lines)
+
+
+def yours_count(table) -> int:
+    return sum(s.status == "yours" for s in table)
+
+
+def passing_count(table) -> int:
+    """The functions that are the learner's and pass their exercise's checker."""
+    return sum(s.status == "yours" and s.check == "passed" for s in table)
 
 
 def load(folder=".", *, timeout=300.0, memory=4.0, cell_seconds=30.0, model_seconds=120.0) -> Yours:

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from ..instructor.grade import expected_exercises
+from ..instructor.exercises import expected_exercises
 from .parts import HELPERS, PARTS, train_loop_in
 
 NOTEBOOK = re.compile(r"^(\d\d)_.*\.ipynb$")
@@ -42,12 +42,16 @@ class Exercise:
 
 @dataclass
 class Status:
-    """What became of one part: yours, not done, missing or error (course_lib's stands in for all but yours)."""
+    """What became of one part: yours, not done, missing or error (course_lib's stands in for all but yours);
+    check: what its exercise's checker said of the learner's function (passed, failed, not done, library
+    call, error; "" when it is not theirs), check_message: why, when it did not pass."""
     name: str
     exercise: str
     role: str
     status: str
     message: str = ""
+    check: str = ""
+    check_message: str = ""
 
 
 def read_folder(folder) -> list[Exercise]:
@@ -142,10 +146,15 @@ def _is_stub(sources, name) -> bool:
 def statuses(exercises, namespaces) -> list[Status]:
     """One Status per part of the model, from the exercises that ran."""
     by_name = {ex.name: ex for ex in exercises}
+    unreadable = {int(ex.notebook[:2]): f"{ex.notebook} {ex.message}" for ex in exercises
+                  if ex.name == ex.notebook}           # read_folder's entry for a notebook it could not read
     out = []
     for part in PARTS:
         ex = by_name.get(part.exercise)
-        if ex is None:
+        number = int(part.exercise.split()[1].split(".")[0])
+        if ex is None and number in unreadable:
+            out.append(Status(part.name, part.exercise, part.role, "error", f"its notebook, {unreadable[number]}"))
+        elif ex is None:
             out.append(Status(part.name, part.exercise, part.role, "missing",
                               f"no notebook in the folder sets {part.exercise}"))
         elif ex.status == "error":
@@ -158,6 +167,39 @@ def statuses(exercises, namespaces) -> list[Status]:
         else:
             out.append(Status(part.name, part.exercise, part.role, "yours"))
     return out
+
+
+def check(exercises, namespaces, table, cell_seconds=None, on_start=None) -> None:
+    """Run each exercise's checker, as its check cell does, on the learner's functions of the parts that
+    are theirs; set each such Status's check and check_message in place. The reports are swallowed."""
+    import course_lib.checks
+    notebook = {ex.name: ex.notebook for ex in exercises}
+    yours = [s for s in table if s.status == "yours"]
+    for exercise in dict.fromkeys(s.exercise for s in yours):
+        parts = [p for p in PARTS if p.exercise == exercise]       # 4.1 and 6.5 check two functions
+        ns = namespaces[notebook[exercise]]
+        if on_start:
+            on_start(exercise)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                    time_limit(cell_seconds):
+                result = getattr(course_lib.checks, parts[0].checker)(*(ns.get(p.name) for p in parts))
+            verdict = _verdict(result)
+        except (Exception, CellTimeLimit) as e:    # the learner's code, inside the checker
+            verdict = ("error", f"the checker stopped: {one_line(e)}")
+        for s in yours:
+            if s.exercise == exercise:
+                s.check, s.check_message = verdict
+
+
+def _verdict(result) -> tuple:
+    """(check, check_message) from a checker's Result."""
+    if result.passed:
+        return "passed", ""
+    if not result.done:
+        return "not done", "not done yet"
+    where = f"[{result.stage}] " if result.stage else ""
+    return ("library call" if result.library else "failed"), where + (result.message or "")
 
 
 def functions(exercises, namespaces, table) -> dict:

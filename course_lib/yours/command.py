@@ -5,14 +5,17 @@ prints. The last line is always
 
     your transformer: K of N functions yours, largest gradient rel. error E, test accuracy A
 
-Exit code 0 when every function compared ran and E < 1e-8; 1 otherwise; 2 for a bad request.
+K counts the functions that are the learner's and pass their exercise's checker; A is `-`, with
+the reason after it, without --train. Exit code 0 when every function ran, every one of the
+learner's passes its checker and E < 1e-8; 1 otherwise; 2 for a bad request.
 """
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from . import cells, scratch, table_text
+from .._words import count
+from . import cells, passing_count, scratch, table_text
 from .compare import Comparison
 
 TOLERANCE = 1e-8
@@ -45,19 +48,27 @@ def command(args) -> int:
     comparison = Comparison(report["comparison"])
     print()
     print(comparison)
-    accuracy = "-"
+    accuracy = "- (not trained: --train trains it)"
     if "training" in report:
         runs = report["training"]
         print()
-        who = "your train_loop" if runs["loop_is_yours"] else "course_lib's loop (11.6 is not yours)"
-        print(f"the course model trained {args.epochs} epochs, warm-up + cosine from lr 1e-3, clip 1.0, float32:")
+        who = _loop_name(runs["loop_is_yours"], table)
+        print(f"the course model trained {count(args.epochs, 'epoch')}, warm-up + cosine from lr 1e-3, clip 1.0, "
+              f"float32:")
         for name, run in ((f"{who}, your model", runs["yours"]), ("course_lib's fit and model", runs["fit"])):
-            print(f"  {name:<48} test accuracy {run['test_acc']:.4f}  {run['steps']} steps  "
+            print(f"  {name:<48} test accuracy {run['test_acc']:.4f}  {count(run['steps'], 'step')}  "
                   f"{run['seconds']:.1f} s")
         accuracy = f"{runs['yours']['test_acc']:.4f}"
     largest = comparison.largest
-    yours = sum(s.status == "yours" for s in table)
-    print(f"your transformer: {yours} of {len(table)} functions yours, largest gradient rel. error "
-          f"{largest:.1e}, test accuracy {accuracy}")
-    failed = any(s.status == "error" for s in table)
+    print(f"your transformer: {passing_count(table)} of {len(table)} functions yours, largest gradient rel. "
+          f"error {largest:.1e}, test accuracy {accuracy}")
+    failed = any(s.status == "error" or (s.status == "yours" and s.check != "passed") for s in table)
     return 0 if not failed and math.isfinite(largest) and largest < TOLERANCE else 1
+
+
+def _loop_name(loop_is_yours, table) -> str:
+    """The training loop's name in the --train lines, saying when it fails Exercise 11.6's checker."""
+    if not loop_is_yours:
+        return "course_lib's loop (11.6 is not yours)"
+    check = next((s.check for s in table if s.name == "train_loop"), "passed")
+    return "your train_loop" if check == "passed" else "your train_loop (not passing 11.6's checker)"

@@ -20,31 +20,34 @@ class Part:
     name: str        # the learner's function, as the exercise names it
     exercise: str    # "Exercise 2.1"
     role: str        # where it runs in the model
+    checker: str     # the exercise's checker in course_lib.checks (the notebook's check cell calls it)
 
 
 PARTS = (
-    Part("embed", "Exercise 2.1", "embedding lookup"),
-    Part("embed_backward", "Exercise 2.3", "embedding backward"),
-    Part("sinusoidal", "Exercise 2.4", "position table"),
-    Part("softmax", "Exercise 3.1", "the loss's probabilities"),
-    Part("split_heads", "Exercise 4.1", "inside multi-head attention"),
-    Part("merge_heads", "Exercise 4.1", "inside multi-head attention"),
-    Part("apply_causal_mask", "Exercise 4.2", "inside multi-head attention (causal model)"),
-    Part("multihead_attention", "Exercise 4.4", "attention layer forward"),
-    Part("multihead_attention_backward", "Exercise 4.6", "attention layer backward"),
-    Part("layernorm_forward", "Exercise 5.1", "LayerNorm forward"),
-    Part("layernorm_backward", "Exercise 5.3", "LayerNorm backward"),
-    Part("linear_backward", "Exercise 6.2", "FFN and head backward"),
-    Part("relu_backward", "Exercise 6.3", "ReLU backward (course model)"),
-    Part("gelu_forward", "Exercise 6.5", "GELU forward (GPT-style model)"),
-    Part("gelu_backward", "Exercise 6.5", "GELU backward (GPT-style model)"),
-    Part("block_forward", "Exercise 6.6", "each block's forward"),
-    Part("cross_entropy", "Exercise 8.1", "the loss"),
-    Part("cross_entropy_backward", "Exercise 8.3", "the loss's gradient"),
-    Part("model_backward", "Exercise 10.3", "the whole backward"),
-    Part("adam_step", "Exercise 11.4", "the update (--train)"),
-    Part("clip_by_global_norm", "Exercise 11.5", "clipping (--train)"),
-    Part("train_loop", "Exercise 11.6", "the training loop (--train)"),
+    Part("embed", "Exercise 2.1", "embedding lookup", "check_embed"),
+    Part("embed_backward", "Exercise 2.3", "embedding backward", "check_embed_backward"),
+    Part("sinusoidal", "Exercise 2.4", "position table", "check_sinusoidal"),
+    Part("softmax", "Exercise 3.1", "the loss's probabilities", "check_stable_softmax"),
+    Part("split_heads", "Exercise 4.1", "inside multi-head attention", "check_split_merge_heads"),
+    Part("merge_heads", "Exercise 4.1", "inside multi-head attention", "check_split_merge_heads"),
+    Part("apply_causal_mask", "Exercise 4.2", "inside multi-head attention (causal model)",
+         "check_causal_mask"),
+    Part("multihead_attention", "Exercise 4.4", "attention layer forward", "check_multihead_attention"),
+    Part("multihead_attention_backward", "Exercise 4.6", "attention layer backward",
+         "check_multihead_attention_backward"),
+    Part("layernorm_forward", "Exercise 5.1", "LayerNorm forward", "check_layernorm_forward"),
+    Part("layernorm_backward", "Exercise 5.3", "LayerNorm backward", "check_layernorm_backward"),
+    Part("linear_backward", "Exercise 6.2", "FFN and head backward", "check_linear_backward"),
+    Part("relu_backward", "Exercise 6.3", "ReLU backward (course model)", "check_relu_backward"),
+    Part("gelu_forward", "Exercise 6.5", "GELU forward (GPT-style model)", "check_gelu"),
+    Part("gelu_backward", "Exercise 6.5", "GELU backward (GPT-style model)", "check_gelu"),
+    Part("block_forward", "Exercise 6.6", "each block's forward", "check_block_forward"),
+    Part("cross_entropy", "Exercise 8.1", "the loss", "check_cross_entropy_forward"),
+    Part("cross_entropy_backward", "Exercise 8.3", "the loss's gradient", "check_cross_entropy_backward"),
+    Part("model_backward", "Exercise 10.3", "the whole backward", "check_model_backward"),
+    Part("adam_step", "Exercise 11.4", "the update (--train)", "check_adam_step"),
+    Part("clip_by_global_norm", "Exercise 11.5", "clipping (--train)", "check_clip_by_global_norm"),
+    Part("train_loop", "Exercise 11.6", "the training loop (--train)", "check_train_loop"),
 )
 BY_NAME = {p.name: p for p in PARTS}
 

@@ -189,6 +189,28 @@ def naive_exp(logits, temperature, top_k, rng):
     return int(rng.choice(len(e), p=e / e.sum()))
 
 
+def reseeds_global(logits, temperature, top_k, rng):
+    """Seeds np.random from rng, then draws with the familiar np.random.choice: the rng moves
+    and the same seed gives the same draw, but the draw is the global generator's."""
+    np.random.seed(rng.integers(2 ** 32))
+    p = _softmax(_keep(logits / temperature, top_k))
+    return int(np.random.choice(len(p), p=p))
+
+
+def one_too_few(logits, temperature, top_k, rng):
+    """`>` instead of `>=` drops the k-th largest itself: k - 1 ids kept, none at k = 1 (NaN)."""
+    z = logits / temperature
+    if top_k is not None:
+        z = np.where(z > np.sort(z)[-top_k], z, -np.inf)
+    p = np.exp(z - z.max())
+    return int(rng.choice(len(z), p=p / p.sum()))
+
+
+def returns_nan(logits, temperature, top_k, rng):
+    p = _softmax(_keep(logits / temperature, top_k))
+    return float(np.sum(np.arange(len(p)) * p) * np.nan)
+
+
 def returns_probabilities(logits, temperature, top_k, rng):
     return _softmax(_keep(logits / temperature, top_k))
 
@@ -221,9 +243,33 @@ def not_done(logits, temperature, top_k, rng):
     (mutates, "temperatures 0.5 and 2", "logits.copy()"),
     (naive_exp, "edge cases: large logits, a low temperature, top_k = V", "overflows"),
     (returns_probabilities, "returns one id", "not the probabilities"),
+    (reseeds_global, "draws with the rng it is given", "np.random.seed"),
+    (one_too_few, "top_k = 1 gives the largest logit", "kept fewer than k ids"),
+    (returns_nan, "returns one id", "the id you return is an int in 0..V - 1"),
 ])
 def test_sample_rejects(fn, stage, hint, capsys):
     assert_rejects(SAMPLE, fn, capsys, stage, hint)
+
+
+def test_reseeding_np_random_is_named_and_the_checker_leaves_it_as_it_was(capsys):
+    """The checker restores np.random's global state, whatever the learner's function did to it."""
+    np.random.seed(77)
+    before = np.random.get_state()
+    result, out = SAMPLE(reseeds_global), capsys.readouterr().out
+    assert not result.passed and "global generator" in result.message, out
+    assert "hint 2" not in result.hint and "rng.choice(V, p=p)" not in result.hint   # tier 1
+    after = np.random.get_state()
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
+def test_nan_hints_name_the_cause():
+    """NaN from large logits is an overflow; from small logits with top_k, too few ids kept."""
+    z = np.array([1.0, 2.0, 0.5, 3.0, -1.0, 2.5])
+    for fn, logits, k, hint in ((naive_exp, np.array([1000.0, 999.0, 998.0, 990.0]), None,
+                                 "overflows"), (one_too_few, z, 1, "kept fewer than k ids")):
+        with pytest.raises(checks_text.CheckFailed) as e, np.errstate(all="ignore"):
+            checks_text._draw(fn, logits, 1.0, k, np.random.default_rng(0))
+        assert hint in e.value.hint, (fn.__name__, e.value.hint)
 
 
 def test_top_k_mistakes_named_on_their_own(capsys):
@@ -277,6 +323,34 @@ def chars_as_object_array(text, starts, T):
 def float_ids(text, starts, T):
     chars, tokens, targets = char_windows(text, starts, T)
     return chars, tokens.astype(float), targets.astype(float)
+
+
+def stripped(text, starts, T):
+    """Cleans the text first: every window shifts, and spaces or newlines at the ends are lost."""
+    return char_windows(text.strip(), starts, T)
+
+
+def ids_from_one(text, starts, T):
+    chars = "".join(sorted(set(text)))
+    index = {c: i + 1 for i, c in enumerate(chars)}      # "0 is kept for padding"
+    ids = np.array([index[c] for c in text])
+    return (chars, np.stack([ids[s:s + T] for s in starts]),
+            np.stack([ids[s + 1:s + T + 1] for s in starts]))
+
+
+def code_points(text, starts, T):
+    chars = "".join(sorted(set(text)))
+    ids = np.array([ord(c) for c in text])
+    return (chars, np.stack([ids[s:s + T] for s in starts]),
+            np.stack([ids[s + 1:s + T + 1] for s in starts]))
+
+
+def reversed_ids(text, starts, T):
+    """Another numbering of the characters: the windows are in place, the ids are not indices."""
+    chars = "".join(sorted(set(text)))
+    ids = np.array([len(chars) - 1 - chars.index(c) for c in text])
+    return (chars, np.stack([ids[s:s + T] for s in starts]),
+            np.stack([ids[s + 1:s + T + 1] for s in starts]))
 
 
 def vocabulary_from_library(text, starts, T):
@@ -359,6 +433,27 @@ def summed(train, val, V):
     return _baselines(train, val, V, mean=np.sum)
 
 
+def swapped_pairs(train, val, V):
+    pairs = np.ones((V, V))
+    np.add.at(pairs, (train[1:], train[:-1]), 1.0)     # (next, before): the table transposed
+    return _baselines(train, val, V, pairs=pairs)
+
+
+def transposed_lookup(train, val, V):
+    pairs = np.ones((V, V))
+    np.add.at(pairs, (train[:-1], train[1:]), 1.0)
+    before = np.concatenate([train[-1:], val[:-1]])
+    return (count_baselines(train, val, V)[0],
+            -np.mean(np.log(pairs[val, before] / pairs[before].sum(axis=1))))
+
+
+def first_skipped(train, val, V):
+    pairs = np.ones((V, V))
+    np.add.at(pairs, (train[:-1], train[1:]), 1.0)
+    return (count_baselines(train, val, V)[0],
+            -np.mean(np.log(pairs[val[:-1], val[1:]] / pairs[val[:-1]].sum(axis=1))))
+
+
 @pytest.mark.parametrize("check, fn, stage, hint", [
     (WINDOWS, targets_same, "returns (chars, tokens, targets)", "NEXT character"),
     (WINDOWS, unsorted_chars, "returns (chars, tokens, targets)", "sorted order"),
@@ -373,9 +468,25 @@ def summed(train, val, V):
     (BASELINES, summed, "hand-checkable case", "not their sum"),
     (BASELINES, unigram_on_val, "hand-checkable case", "training ids only"),
     (BASELINES, unigram_unsmoothed, "a character never seen in training", "add one"),
+    (WINDOWS, stripped, "spaces and newlines at the ends of the text", "text.strip()"),
+    (WINDOWS, ids_from_one, "returns (chars, tokens, targets)", "one too large"),
+    (WINDOWS, code_points, "returns (chars, tokens, targets)", "code points"),
+    (WINDOWS, reversed_ids, "returns (chars, tokens, targets)", "not their indices in chars"),
+    (BASELINES, swapped_pairs, "hand-checkable case", "the wrong way round"),
+    (BASELINES, transposed_lookup, "random ids", "the wrong way round"),
+    (BASELINES, first_skipped, "hand-checkable case", "first held-out character counts too"),
 ])
 def test_windows_and_baselines_reject(check, fn, stage, hint, capsys):
     assert_rejects(check, fn, capsys, stage, hint)
+
+
+def test_stripping_only_the_end_is_named(capsys):
+    """text.rstrip() keeps every window in place, but loses a newline found only at the end."""
+    def rstripped(text, starts, T):
+        return char_windows(text.rstrip(), starts, T)
+    result = assert_rejects(WINDOWS, rstripped, capsys,
+                            "spaces and newlines at the ends of the text", "text.strip()")
+    assert "chars is" in result.message
 
 
 @pytest.mark.parametrize("as_characters", [list, tuple, np.array])

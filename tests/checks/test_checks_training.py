@@ -506,10 +506,12 @@ def buggy_loop(bug):
     def loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
         tokens, targets = data
         n, b1, b2 = len(tokens), 0.9, 0.999
+        size = 32 if bug == "batch 32" else batch_size
         rng = np.random.default_rng(0 if bug == "seed ignored" else seed)
         state = {k: [np.zeros_like(p), np.zeros_like(p)] for k, p in model.params.items()}
+        summed = {k: np.zeros_like(p) for k, p in model.params.items()}     # never zeroed
         hist, t = {"loss": [], "grad_norm": [], "lr": []}, -1 if bug == "t from 0" else 0
-        for _ in range(epochs):
+        for _ in range(1, epochs) if bug == "epochs - 1" else range(epochs):
             if bug in ("t per epoch", "state per epoch"):
                 t = 0
             if bug in ("moments per epoch", "state per epoch"):
@@ -519,11 +521,18 @@ def buggy_loop(bug):
             if bug == "history per epoch":
                 hist = {"loss": [], "grad_norm": [], "lr": []}
             order = np.arange(n) if bug == "no shuffle" else rng.permutation(n)
-            for lo in range(0, n - n % batch_size if bug == "drop last" else n, batch_size):
+            if bug == "data in place":          # shuffle the problems themselves
+                tokens[...], targets[...], order = tokens[order], targets[order], np.arange(n)
+            for lo in range(0, n - n % size if bug == "drop last" else n, size):
                 t += 1
-                loss = model.loss(tokens[order[lo:lo + batch_size]],
-                                  targets[order[lo:lo + batch_size]])
+                if bug == "loss of all data before":
+                    logged = model.loss(tokens, targets)
+                loss = model.loss(tokens[order[lo:lo + size]], targets[order[lo:lo + size]])
                 grads = model.backward() if bug == "model.backward" else backward(model)
+                if bug == "gradients accumulated":
+                    for k in summed:
+                        summed[k] += grads[k]
+                    grads = summed
                 norm = cl.optim.global_norm(grads)
                 scale = max_norm / (norm + 1e-6) if norm > max_norm else 1.0
                 grads = {k: g * (1.0 if bug == "no clipping" else scale)
@@ -536,7 +545,11 @@ def buggy_loop(bug):
                         np.sqrt(v / (1 - b2 ** t)) + 1e-8)
                     if bug != "not assigned":
                         model.params[k] = new
-                hist["loss"].append(float(loss))
+                if bug == "loss after update":
+                    loss = model.loss(tokens[order[lo:lo + size]], targets[order[lo:lo + size]])
+                if bug == "loss of all data":       # "the training loss", after the step
+                    loss = model.loss(tokens, targets)
+                hist["loss"].append(float(logged if bug == "loss of all data before" else loss))
                 hist["grad_norm"].append(min(norm, max_norm) if bug == "norm after clipping"
                                          else norm)
                 hist["lr"].append(np.float32(lr) if bug == "float32 lr" else lr)
@@ -573,9 +586,30 @@ def test_the_loop_passes(fn, capsys):
     ("seed ignored", TWO_EPOCHS, "does not depend on `seed`"),
     ("drop last", TWO_EPOCHS, "last, shorter batch is missing"),
     ("history per epoch", TWO_EPOCHS, "made anew in each epoch"),
+    ("batch 32", SHAPES, "batches of 32 whatever batch_size"),
+    ("epochs - 1", SHAPES, "range(1, epochs)"),
+    ("gradients accumulated", ONE_EPOCH, "add up from step to step"),
+    ("loss after update", ONE_EPOCH, "the loss after the update"),
+    ("loss of all data", ONE_EPOCH, "the loss of all the problems"),
+    ("loss of all data before", ONE_EPOCH, "only history['loss'] differs"),
+    ("data in place", SHAPES, "the caller's problems"),
 ])
 def test_loop_mistakes_are_named(bug, stage, hint, capsys):
     assert_rejects(LOOP, buggy_loop(bug), capsys, hint, stage=stage)
+
+
+def test_data_changed_in_place_is_named(capsys):
+    result = assert_rejects(LOOP, buggy_loop("data in place"), capsys, None, stage=SHAPES,
+                            message_part="your loop changed `data` in place")
+    assert "tokens" in result.message, result.message
+
+
+def test_epochs_minus_one_is_named_with_two_epochs():
+    """range(1, epochs) with epochs = 2: one epoch of entries, as many as the steps it took."""
+    from course_lib.checks import training
+    hint = training._length_hint(5, 37, 8, 2, calls=5)
+    assert "range(1, epochs)" in hint
+    assert "made anew" in training._length_hint(5, 37, 8, 2, calls=10)
 
 
 def _with_helpers(**helpers):

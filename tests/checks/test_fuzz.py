@@ -123,11 +123,82 @@ values = st.recursive(
 @example(value=[None, []])      # ragged results: NumPy cannot even tell whether they are complex
 @example(value=((1, [None, []]), 2))
 @example(value=([None, []], [None, []], [None, []]))
+@example(value=float("nan"))    # a NaN or an infinity where an id (12.6's sample) was expected
+@example(value=float("-inf"))
+@example(value=np.array(np.nan))
 def test_fuzz_checker_never_raises(name, value):
     check = getattr(checks, name)
     with contextlib.redirect_stdout(_io.StringIO()):
         result = check(*[lambda *args, **kwargs: value] * n_functions(check))
     assert isinstance(result, checks.Result) and not result.passed
+
+
+# ----- (d) the checkers of notebooks 11 and 12 on solutions' results with odd numbers in them ---
+
+LATE_CHECKERS = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm",
+                 "check_train_loop", "check_char_windows", "check_baselines", "check_sample"]
+
+
+def _torch_scalar(a):
+    import torch
+    return torch.tensor(a)
+
+
+ODD_NUMBERS = {      # what takes the place of every number (and array) the solution returns
+    "NaN": lambda a: np.full(a.shape, np.nan) if a.ndim else float("nan"),
+    "NaN as a NumPy number": lambda a: np.full(a.shape, np.nan) if a.ndim else np.float64(np.nan),
+    "inf": lambda a: np.full(a.shape, np.inf) if a.ndim else float("inf"),
+    "-inf": lambda a: np.full(a.shape, -np.inf) if a.ndim else np.array(-np.inf),
+    "None": lambda a: None,
+    "a string": lambda a: "7",
+    "a list": lambda a: a.tolist() if a.ndim else [a.item()],
+    "a torch tensor": _torch_scalar,
+}
+
+
+def _replaced(value, leaf):
+    """value with every number and array in it replaced by leaf(np.asarray(it)), containers kept."""
+    if isinstance(value, (np.ndarray, np.generic, int, float)) and not isinstance(value, bool):
+        return leaf(np.asarray(value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_replaced(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: _replaced(v, leaf) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture(scope="module")
+def late_solutions():
+    from support import solutions_by_checker
+    found = solutions_by_checker()
+    return {name: found[name] for name in LATE_CHECKERS}
+
+
+@pytest.mark.parametrize("kind", list(ODD_NUMBERS))
+@pytest.mark.parametrize("name", LATE_CHECKERS)
+def test_late_checkers_answer_odd_numbers_with_a_report(name, kind, late_solutions):
+    """The notebooks' own solutions of 11.2-11.6 and 12.1-12.6, every number they return replaced
+    by NaN, an infinity, None, a string, a list or a torch tensor, and the odd value returned on its
+    own: a failed Result with a message, never an exception (12.6's checker raised on NaN)."""
+    if kind == "a torch tensor":
+        pytest.importorskip("torch")
+    leaf, check = ODD_NUMBERS[kind], getattr(checks, name)
+
+    def replacing(fn):
+        return lambda *args, **kwargs: _replaced(fn(*args, **kwargs), leaf)
+
+    learners = ([replacing(fn) for fn in late_solutions[name]],
+                [lambda *args, **kwargs: leaf(np.asarray(7.0))] * n_functions(check))
+    for functions in learners:
+        out = _io.StringIO()
+        with contextlib.redirect_stdout(out):
+            result = check(*functions)
+        printed = out.getvalue()
+        assert isinstance(result, checks.Result) and "Traceback" not in printed, printed
+        if not result.passed:
+            assert result.message and printed.startswith("✗"), printed
+        if kind != "a list":      # the right numbers as lists may pass: NumPy reads them
+            assert not result.passed, printed
 
 
 def test_the_checkers_were_found():

@@ -4,7 +4,7 @@ import pytest
 
 import course_lib as cl
 from course_lib import io
-from support import small_config
+from support import files_that_are_not_models, small_config
 
 
 def trained(batch, optimizer="Adam"):
@@ -71,6 +71,38 @@ def test_load_refuses_pickles_and_strangers(tmp_path):
         io.load(other)
     with pytest.raises(FileNotFoundError, match="no saved model"):
         io.load(tmp_path / "missing.npz")
+
+
+
+NOT_MODELS = ["objects.npy", "objects_npy.npz", "objects.npz", "text.npz", "empty.npz", "zip.npz", "pickle.npz",
+              "folder.npz"]
+
+
+@pytest.mark.parametrize("load", [io.load, io.load_checkpoint], ids=["load", "load_checkpoint"])
+@pytest.mark.parametrize("name", NOT_MODELS)
+def test_a_file_that_is_not_a_model_is_named_and_what_it_is_not_said_never_allow_pickle(tmp_path, load, name):
+    path, says = files_that_are_not_models(tmp_path)[name]
+    with pytest.raises(io.CheckpointError) as refused:
+        load(path)
+    message = str(refused.value)
+    assert message.startswith(repr(str(path))) and says in message, message
+    assert "allow_pickle" not in message and "\n" not in message, message
+
+
+def test_every_load_refuses_pickles(tmp_path, monkeypatch):
+    """np.load is never asked to unpickle, whatever the file."""
+    calls, real = [], np.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("allow_pickle", False))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(np, "load", spy)
+    for path, _ in files_that_are_not_models(tmp_path).values():
+        with pytest.raises(io.CheckpointError):
+            io.load_checkpoint(path)
+    io.save(cl.Transformer(small_config()), tmp_path / "m.npz")
+    io.load_checkpoint(tmp_path / "m.npz")
+    assert calls and not any(calls)
 
 
 # ----- files that do not fit: one error type, naming the file and the problem ----------------------

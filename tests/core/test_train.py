@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib import train
+from course_lib import train, train_command
 from course_lib.__main__ import main
-from support import small_config
+from support import files_that_are_not_models, small_config
 
 
 @pytest.fixture(scope="module")
@@ -311,3 +311,34 @@ def test_command_stops_once_validation_is_learned_unless_full(tmp_path, capsys, 
     for extra, name in (([], "a.npz"), (["--full"], "b.npz")):
         assert main(["train", "--n-train", "300", "--no-progress", "--out", str(tmp_path / name), *extra]) == 0
     assert seen == [1.0, None]
+
+
+def test_command_counts_agree_with_their_nouns(tmp_path, capsys, monkeypatch):
+    """'1 problem: 1 epoch x 1 step', 'interrupted after 1 step': never '1 steps'."""
+    monkeypatch.setattr(train, "fit", lambda *args, **kwargs: train.History(step=[0], interrupted=True))
+    assert main(["train", "--n-train", "1", "--batch-size", "1", "--epochs", "1", "--no-progress",
+                 "--out", str(tmp_path / "m.npz")]) == 130
+    out = capsys.readouterr().out
+    assert " on 1 problem: 1 epoch x 1 step, adam " in out, out
+    assert "interrupted after 1 step, before the first epoch ended: nothing saved" in out, out
+
+
+@pytest.mark.parametrize("name", ["objects.npy", "objects_npy.npz", "objects.npz", "text.npz", "empty.npz",
+                                  "zip.npz", "pickle.npz"])
+def test_overwrite_says_what_the_replaced_file_was_not(tmp_path, name):
+    path, says = files_that_are_not_models(tmp_path)[name]
+    why = train_command._stored_val_acc(str(path))
+    assert why.startswith(repr(str(path))) and says in why and "allow_pickle" not in why, why
+
+
+def test_command_overwrite_of_a_text_file_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    def one_epoch(model, *args, **kwargs):
+        return train.History(step=[0, 1], epoch=[0], val_acc=[0.5], best_epoch=0, best_val_acc=0.5)
+    monkeypatch.setattr(train, "fit", one_epoch)
+    out = tmp_path / "m.npz"
+    out.write_text("notes, not a model\n", encoding="utf-8")
+    assert main(["train", "--n-train", "100", "--out", str(out), "--no-progress", "--overwrite"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == (f"replaced the file that was in {out}: {str(out)!r} is not a course_lib model file: "
+                    f"it is text, not an .npz archive"), last
+    assert cl.io.load_checkpoint(out)[2]["val_acc"] == 0.5

@@ -129,7 +129,7 @@ def test_a_passing_submission_nested_and_renamed(layout, bundle, python):
                                 {"my work/01_tokens_and_task (2).ipynb": small_notebook()})
     assert_valid(results)
     assert results["score"] == 4.0 and {t["output"] for t in results["tests"]} == {"passed"}
-    assert results["output"].startswith("4 of 4 exercises passed, 1 of 1 notebooks graded")
+    assert results["output"].startswith("4 of 4 exercises passed, 1 of 1 notebook graded")
 
 
 def test_a_wrong_answer_and_a_library_call(layout, bundle, python):

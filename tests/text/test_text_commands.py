@@ -14,6 +14,7 @@ import course_lib as cl
 from course_lib import text
 from course_lib.text import command as text_command
 from course_lib.__main__ import main
+from support import files_that_are_not_models
 
 KJV = Path(__file__).resolve().parents[2] / "data" / "kjv.txt"
 TINY = ["--seq-len", "16", "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--no-progress"]
@@ -97,12 +98,25 @@ def test_sample_errors_are_one_line(trained, tmp_path, capsys):
         assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
+
+@pytest.mark.parametrize("name", ["objects.npy", "objects_npy.npz", "objects.npz", "text.npz", "empty.npz", "zip.npz",
+                                  "pickle.npz", "folder.npz"])
+def test_sample_says_what_a_file_that_is_not_a_model_is_not_and_never_suggests_allow_pickle(tmp_path, capsys, name):
+    path, says = files_that_are_not_models(tmp_path)[name]
+    assert main(["sample", str(path), "--prompt", "a"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {str(path)!r} ") and says in err and len(err.strip().splitlines()) == 1, err
+    assert "allow_pickle" not in err and "Traceback" not in err
+
 @pytest.mark.parametrize("options, message", [
     (["--epochs", "3"], "--epochs does not apply to --text"),
     (["--preset", "deep_dive", "--n-train", "100"], "--n-train does not apply to --text"),
     (["--minutes", "0"], "--minutes must be a positive finite number"),
     (["--minutes", "nan"], "--minutes must be a positive finite number"),
     (["--d-model", "30", "--n-heads", "4"], "--d-model (30) must be divisible by --n-heads (4)"),
+    (["--d-model", "10", "--n-heads", "4"],
+     "error: --d-model (10) must be divisible by --n-heads (4): --n-heads can be 1, 2, 5 or 10 (see --help)"),
+    (["--d-model", "7", "--n-heads", "2"], "(2): --n-heads can be 1 or 7 (see --help)"),
     (["--n-layers", "0"], "--n-layers must be a positive integer"),
 ])
 def test_train_text_refuses_bad_options_before_reading(small_text, tmp_path, capsys, options, message):
@@ -122,7 +136,7 @@ def test_train_text_refuses_unusable_files_and_keeps_an_existing_out(small_text,
     (tmp_path / "latin1.txt").write_bytes("Zoë ".encode("latin-1") * 1000)
     for path, message in [(sys.executable, "is not a text file"), (tmp_path / "latin1.txt", "is not UTF-8 text"),
                           (tmp_path / "short.txt", "is too short: 16 characters")]:
-        assert main(["train", "--text", str(path), "--out", str(tmp_path / "m.npz"), *TINY]) == 1
+        assert main(["train", "--text", str(path), "--out", str(tmp_path / "m.npz"), *TINY]) == 2   # bad input
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
     assert trained.read_bytes() == before and not (tmp_path / "m.npz").exists()
@@ -142,3 +156,15 @@ def test_ctrl_c_stops_cleanly_keeping_the_best_model(small_text, tmp_path):
     assert "interrupted: keeping the best model so far" in stdout
     assert LAST_LINE.match(stdout.strip().splitlines()[-1])
     assert text_command.load_text_model(out)[0].config.seq_len == 16
+
+
+def test_train_text_counts_agree_with_their_nouns(small_text, tmp_path, capsys, monkeypatch):
+    """'1 step', never '1 steps': the run's first and last lines, and a text too short."""
+    monkeypatch.setattr(text.training, "fit_text", lambda *args, **kwargs: text.TextHistory(steps=1, best_step=0))
+    assert main(["train", "--text", str(small_text), "--out", str(tmp_path / "m.npz"), *TINY, "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(warm-up 1 step, cosine)" in out and "\n1 step in 0 s; best at step 0;" in out, out
+    (tmp_path / "one.txt").write_text("a", encoding="utf-8")
+    assert main(["train", "--text", str(tmp_path / "one.txt"), "--out", str(tmp_path / "n.npz"), *TINY,
+                 "--seq-len", "1"]) == 2
+    assert "is too short: 1 character; a context of 1 character needs at least 20" in capsys.readouterr().err

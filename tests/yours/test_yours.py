@@ -141,6 +141,8 @@ def test_instructor_edition_is_all_yours_and_exact():
     got = yours.load(NOTEBOOKS)
     statuses = _status(got.table)
     assert {status for status, _ in statuses.values()} == {"yours"}, statuses
+    assert {s.check for s in got.table} == {"passed"}, [(s.name, s.check_message) for s in got.table]
+    assert f"{len(PARTS)} of {len(PARTS)} functions yours, {len(PARTS)} of them passing" in str(got)
     assert got.compare().largest < 1e-10
     model = cl.Transformer(cl.presets.deep_dive(dtype="float64"), backend=got.backend)
     tokens, targets = cl.task.splits(0)["train"]
@@ -153,6 +155,7 @@ def test_student_edition_is_not_done_and_course_lib_stands_in(tmp_path):
     make_student_edition(NOTEBOOKS, tmp_path / "student", verbose=False)
     got = yours.load(tmp_path / "student")
     assert {s.status for s in got.table} == {"not done"}
+    assert {s.check for s in got.table} == {""}          # no checker runs on course_lib's stand-ins
     assert got.functions == {}
     assert got.compare().largest < 1e-12
     assert got.train_loop.__module__ == "course_lib.yours.parts"    # course_lib's loop stands in
@@ -200,7 +203,70 @@ def test_command_says_what_is_wrong_in_one_line(tmp_path):
     wrong = _learner(tmp_path, {"Exercise 6.2": "def linear_backward(dy, x, W):\n    return dy @ W.T, 2 * x.T @ dy, "
                                                 "dy.sum(0)"})
     run = _command(wrong)
-    assert run.returncode == 1 and run.stdout.strip().splitlines()[-1].endswith("test accuracy -")
+    last = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 1 and last.endswith("test accuracy - (not trained: --train trains it)"), run.stdout
+    assert last.startswith(f"your transformer: {len(PARTS) - 1} of {len(PARTS)} functions yours,")
+    row = next(line for line in run.stdout.splitlines() if line.startswith("linear_backward "))
+    assert row.split()[1:4] == ["6.2", "yours", "failed"], row
+    assert "linear_backward (Exercise 6.2): [" in run.stdout      # the checker's stage and message
     for bad, says in ((tmp_path / "nowhere", "is not a folder"), (tmp_path, "holds no course notebook")):
         run = _command(bad)
         assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr
+
+
+LOOP_RESET_EVERY_EPOCH = """def train_loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
+    (tokens, targets), n = data, len(data[0])
+    rng = np.random.default_rng(seed)
+    m = {name: np.zeros_like(p) for name, p in model.params.items()}
+    v = {name: np.zeros_like(p) for name, p in model.params.items()}
+    history = {"loss": [], "grad_norm": [], "lr": []}
+    for epoch in range(epochs):
+        t, order = 0, rng.permutation(n)          # the step counter starts again every epoch
+        for start in range(0, n, batch_size):
+            rows = order[start:start + batch_size]
+            t += 1
+            loss = model.loss(tokens[rows], targets[rows])
+            grads, norm = clip_by_global_norm(backward(model), max_norm)
+            lr = schedule(t)
+            for name in model.params:
+                model.params[name], m[name], v[name] = adam_step(
+                    model.params[name], grads[name], m[name], v[name], t, lr, (0.9, 0.999), 1e-8)
+            for key, value in zip(history, (loss, norm, lr)):
+                history[key].append(float(value))
+    return history
+"""
+
+
+def test_a_function_failing_its_checker_is_not_counted_and_its_run_says_so(tmp_path):
+    """A train_loop that fails Exercise 11.6's checker still trains (the model runs what the learner
+    wrote), but the table, the training line and the last line say that it does not pass."""
+    run = _command(_learner(tmp_path, {"Exercise 11.6": LOOP_RESET_EVERY_EPOCH}), "--train", "--epochs", "1")
+    row = next(line for line in run.stdout.splitlines() if line.startswith("train_loop "))
+    assert row.split()[1:4] == ["11.6", "yours", "failed"], run.stdout
+    assert "your train_loop (not passing 11.6's checker), your model" in run.stdout
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"your transformer: {len(PARTS) - 1} of {len(PARTS)} functions yours,"), last
+    assert float(last.rsplit("test accuracy ", 1)[1]) >= 0 and run.returncode == 1
+
+
+def test_every_part_names_the_checker_its_notebook_calls():
+    """parts.PARTS says which checker judges each function: the one the notebook's check cell calls."""
+    calls = {}
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        calls.update({ex.name: nb.cells[ex.check_cell].source for ex in expected_exercises(nb)})
+    for part in PARTS:
+        assert f"checks.{part.checker}(" in calls[part.exercise], (part, calls[part.exercise])
+        assert part.name in calls[part.exercise], (part, calls[part.exercise])
+
+
+def test_an_unreadable_notebook_is_named_for_its_functions(tmp_path):
+    folder = _learner(tmp_path, {})
+    (folder / "05_residuals_and_layernorm.ipynb").write_text("{ not json", encoding="utf-8")
+    got = yours.load(folder)
+    statuses = _status(got.table)
+    for name in ("layernorm_forward", "layernorm_backward"):
+        status, message = statuses[name]
+        assert status == "error" and message.startswith("its notebook, 05_residuals_and_layernorm.ipynb "), message
+        assert "not a readable notebook" in message
+    assert statuses["embed"][0] == "yours" and "why course_lib's stands in:" in str(got)
