@@ -10,22 +10,9 @@ runs, so every power from 1e-7 down, and an exact 0, compare as one, with the sp
 that pad them in a table (their width changes with the power). A right float64
 gradient checks below 1e-6 (cl.gradcheck.TOL); a wrong one (`0.31`) is compared as printed.
 """
-from pathlib import Path
-
-import pytest
 from nbval.plugin import IPyNbFile
 
-HERE = Path(__file__).parent
-
 ROUNDING_LEVEL = {r" *(?<![\w.~-])(?:~1e-(?:[7-9]|1[0-9])|0)(?![\w.]) *": " (rounding level) "}
-
-
-@pytest.hookimpl(tryfirst=True)     # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items):
-    """A notebook's cells run on one worker, in order, in one kernel (--dist loadgroup)."""
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_collectstart(collector):

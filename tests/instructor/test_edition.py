@@ -271,7 +271,6 @@ def _leaked_solution_lines(instructor, student):
     return sorted(t for t in lines if t in text)
 
 
-@pytest.mark.spread               # each notebook a minute or more: on whichever core is free
 @pytest.mark.skipif(not NOTEBOOKS, reason=f"no notebooks in {ROOT / 'notebooks'} yet")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_student_edition_of_course_notebook_runs(path, tmp_path):
