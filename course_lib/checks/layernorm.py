@@ -24,8 +24,8 @@ structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_shape,
-                   low_precision, stage, tiered)
+from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_float64,
+                   expect_shape, stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
 
@@ -89,12 +89,7 @@ def _triple(result, names, what):
                           hint=f"end your function with `return {', '.join(names)}`")
     arrays = [as_array(r, name) for r, name in zip(result, names)]
     for r, name in zip(result, names):
-        dtype = low_precision(r)
-        if dtype is not None:
-            raise CheckFailed(f"{name} is {dtype}, but the inputs are float64",
-                              hint=f"a dtype problem, not a formula problem: keep float64 (about 16 "
-                                   f"digits; {dtype} keeps about {np.finfo(dtype).precision}): no "
-                                   f".astype(np.{dtype}), no np.zeros(..., dtype=np.{dtype})")
+        expect_float64(r, name)
     return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
 
 

@@ -1,5 +1,4 @@
 """course_lib.yours: the learner's functions assembled into the model, compared and trained."""
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -214,33 +213,29 @@ def test_command_says_what_is_wrong_in_one_line(tmp_path):
         assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr
 
 
-LOOP_RESET_EVERY_EPOCH = """def train_loop(model, backward, data, epochs, schedule, batch_size=32, max_norm=1.0, seed=0):
-    (tokens, targets), n = data, len(data[0])
-    rng = np.random.default_rng(seed)
-    m = {name: np.zeros_like(p) for name, p in model.params.items()}
-    v = {name: np.zeros_like(p) for name, p in model.params.items()}
-    history = {"loss": [], "grad_norm": [], "lr": []}
-    for epoch in range(epochs):
-        t, order = 0, rng.permutation(n)          # the step counter starts again every epoch
-        for start in range(0, n, batch_size):
-            rows = order[start:start + batch_size]
-            t += 1
-            loss = model.loss(tokens[rows], targets[rows])
-            grads, norm = clip_by_global_norm(backward(model), max_norm)
-            lr = schedule(t)
-            for name in model.params:
-                model.params[name], m[name], v[name] = adam_step(
-                    model.params[name], grads[name], m[name], v[name], t, lr, (0.9, 0.999), 1e-8)
-            for key, value in zip(history, (loss, norm, lr)):
-                history[key].append(float(value))
-    return history
-"""
+def _solution(exercise):
+    """The source of the instructor edition's solution cell of `exercise`."""
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for ex in expected_exercises(nb):
+            if ex.name == exercise:
+                return next(nb.cells[i].source for i in range(ex.first_cell + 1, ex.check_cell)
+                            if nb.cells[i].cell_type == "code")
+    raise LookupError(exercise)
+
+
+def _loop_reset_every_epoch():
+    """Exercise 11.6's solution with the step counter started again every epoch."""
+    right = _solution("Exercise 11.6")
+    epoch = "        order = rng.permutation(n)\n"
+    assert epoch in right
+    return right.replace(epoch, "        order, t = rng.permutation(n), 0\n")
 
 
 def test_a_function_failing_its_checker_is_not_counted_and_its_run_says_so(tmp_path):
     """A train_loop that fails Exercise 11.6's checker still trains (the model runs what the learner
     wrote), but the table, the training line and the last line say that it does not pass."""
-    run = _command(_learner(tmp_path, {"Exercise 11.6": LOOP_RESET_EVERY_EPOCH}), "--train", "--epochs", "1")
+    run = _command(_learner(tmp_path, {"Exercise 11.6": _loop_reset_every_epoch()}), "--train", "--epochs", "1")
     row = next(line for line in run.stdout.splitlines() if line.startswith("train_loop "))
     assert row.split()[1:4] == ["11.6", "yours", "failed"], run.stdout
     assert "your train_loop (not passing 11.6's checker), your model" in run.stdout
