@@ -15,12 +15,6 @@ from nbval.plugin import IPyNbFile
 ROUNDING_LEVEL = {r" *(?<![\w.~-])(?:~1e-(?:[7-9]|1[0-9])|0)(?![\w.]) *": " (rounding level) "}
 
 
-def pytest_collection_modifyitems(items):
-    """Notebook 11, the longest (minutes), first: each notebook is one unit of work of --dist loadfile,
-    handed out in this order (tests/conftest.py orders the whole suite the same way)."""
-    items.sort(key=lambda item: not item.nodeid.startswith("notebooks/11_"))    # stable
-
-
 def pytest_collectstart(collector):
     if isinstance(collector, IPyNbFile):
         collector.skip_compare += ("stderr",)
