@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -53,19 +52,14 @@ def command(args) -> int:
     if args.path is None:
         args.grade_parser.error("give PATH, the notebooks to grade (or --gradescope ZIP)")
     out = Path(args.out)
-    if not out.parent.is_dir():
-        raise grade.GradeError(f"cannot write {out}: folder {out.parent} does not exist")
-    if out.is_dir():
-        raise grade.GradeError(f"cannot write {out}: it is a folder (give a file name such as {out / 'report.csv'})")
-    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise grade.GradeError(f"cannot write {out}: permission denied")
+    grade.check_out(out, "report.csv")
     try:
         user = sandbox.kernel_user(args.user) if args.user else None
     except ValueError as err:
         raise grade.GradeError(f"--user: {err}") from None
     try:
         rows = grade.grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
-                     progress=not args.no_progress, jobs=args.jobs, user=user)
+                           progress=not args.no_progress, jobs=args.jobs, user=user)
     except grade.Interrupted as stop:
         if not stop.rows:
             raise KeyboardInterrupt from None    # nothing graded: no report (__main__ says so)

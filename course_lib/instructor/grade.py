@@ -169,6 +169,17 @@ def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = 
     return grade_notebooks(todo, timeout, memory, jobs, progress, user)
 
 
+def check_out(out: Path, example: str) -> None:
+    """GradeError, before any work, when the file `out` (the report, the bundle) cannot be written;
+    example: a file name the message suggests when `out` is a folder."""
+    if not out.resolve().parent.is_dir():
+        raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
+    if out.is_dir():
+        raise GradeError(f"cannot write {out}: it is a folder (give a file name such as {out / example})")
+    if not os.access(out.resolve().parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise GradeError(f"cannot write {out}: permission denied")
+
+
 def write_csv(rows: list[dict], out) -> None:
     with open(out, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")

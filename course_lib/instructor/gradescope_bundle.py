@@ -21,7 +21,7 @@ import nbformat
 from .._files import write_atomic
 from .._words import count
 from .exercises import expected_exercises
-from .grade import GradeError
+from .grade import GradeError, check_out
 
 PACKAGE = Path(__file__).resolve().parents[1]     # course_lib/
 REPOSITORY = PACKAGE.parent
@@ -112,10 +112,7 @@ def command(path, out, timeout: float = 300, memory_gb: float = 4) -> int:
     out = Path(out)
     if out.suffix != ".zip":
         raise GradeError(f"--gradescope {out}: give a file name ending in .zip")
-    if not out.resolve().parent.is_dir():
-        raise GradeError(f"cannot write {out}: folder {out.parent} does not exist")
-    if out.is_dir():
-        raise GradeError(f"cannot write {out}: it is a folder")
+    check_out(out, "autograder.zip")
     spec = build(path or REPOSITORY / "notebooks", out, timeout, memory_gb)
     n = sum(len(nb["exercises"]) for nb in spec)
     print(f"autograder: {out} ({count(len(spec), 'notebook')}, {count(n, 'exercise')} of 1 point each); "
