@@ -1,8 +1,11 @@
 """course_lib.instructor.edition (python -m course_lib.edition): the student edition strips solutions, clears outputs, changes nothing else."""
+import ast
+import builtins
 import copy
 import json
 import re
 import subprocess
+import symtable
 import sys
 from pathlib import Path
 
@@ -271,11 +274,96 @@ def _leaked_solution_lines(instructor, student):
     return sorted(t for t in lines if t in text)
 
 
+def _reads_the_notebooks(source: str) -> bool:
+    """Does the cell call cl.yours, which reads the learner's notebooks from their files?"""
+    return any(isinstance(n, ast.Attribute) and n.attr == "yours" for n in ast.walk(ast.parse(source)))
+
+
+def _scope_reads(table) -> set:
+    """Module-level names that the functions, classes and comprehensions of a symbol table read."""
+    names = set()
+    for child in table.get_children():
+        names |= {s.get_name() for s in child.get_symbols() if s.is_global() and s.is_referenced()}
+        names |= _scope_reads(child)
+    return names
+
+
+def _names(source: str) -> tuple[set, set, set]:
+    """(read, bound, imported) module-level names of a cell, statement by statement (Python's own
+    scoping, symtable): the names it reads before binding them itself (in its functions too), the
+    names it binds, and those it binds by import."""
+    read, bound, imported = set(), set(), set()
+    for statement in ast.parse(source).body:
+        table = symtable.symtable(ast.unparse(statement), "cell", "exec")
+        symbols = table.get_symbols()
+        read |= ({s.get_name() for s in symbols if s.is_referenced()} | _scope_reads(table)) - bound
+        bound |= {s.get_name() for s in symbols if s.is_assigned() or s.is_imported()}
+        imported |= {s.get_name() for s in symbols if s.is_imported()}
+    return read - set(dir(builtins)), bound, imported
+
+
+def cells_a_stub_can_reach(instructor, student) -> list[int]:
+    """Indices of the student edition's code cells that must run to show what its stubs do.
+
+    A cell the edition changed (a stub) is reached, and so is a cell that reads the learner's
+    notebooks from their files (cl.yours); so is any later cell that mentions a name a
+    reached cell bound or mentioned (it may have changed that object), modules aside. A reached
+    cell then needs the earlier cells that bind what it mentions (its imports too) or mention it
+    (they may change it). The other cells are
+    the instructor edition's, with the instructor edition's inputs: the nbval run of the
+    notebook runs them.
+    """
+    code = [i for i, c in enumerate(student.cells) if c.cell_type == "code"]
+    theirs = [c.source for c in instructor.cells if c.cell_type == "code"]
+    assert len(code) == len(theirs), "the student edition has other code cells than the instructor's"
+    names = [_names(student.cells[i].source) for i in code]
+    modules = set().union(*(imported for _, _, imported in names))
+    reached, touched = set(), set()
+    for k, i in enumerate(code):
+        read, bound, _ = names[k]
+        source = student.cells[i].source
+        if source != theirs[k] or _reads_the_notebooks(source) or (read - modules) & touched:
+            reached.add(k)
+            touched |= (read | bound) - modules
+    needed = set()
+    for k in reversed(range(len(code))):
+        read, bound, _ = names[k]
+        if k in reached or bound & needed or (read - modules) & needed:
+            reached.add(k)
+            needed |= read
+    return [code[k] for k in sorted(reached)]
+
+
+def test_cells_a_stub_can_reach():
+    """Of a setup, a stub, its check, an experiment on its own and a plot of it, a cell that uses
+    the stub's function and a cell that needs the setup: all but the experiment and its plot."""
+    instructor = new_notebook(cells=[
+        new_code_cell("import numpy as np\ndata = np.arange(3)\nscale = 2"),          # 0: needed by 5
+        new_markdown_cell("### Exercise 1.1: double"),
+        new_code_cell("def double(x):\n    return x * scale"),                      # 2: the stub
+        new_code_cell("check(double)"),                                             # 3: reaches double
+        new_code_cell("def run(n):\n    return np.ones(n)\nlong = run(10**6)"),      # 4: on its own
+        new_code_cell("print(long.sum())"),                                         # 5: reads only 4
+        new_code_cell("doubled = double(data)"),                                    # 6: uses the stub
+        new_code_cell("print(doubled, data)"),                                      # 7: reads 6's
+        new_code_cell("yours = cl.yours.load('.')"),                               # 8: reads the files
+    ])
+    student = copy.deepcopy(instructor)
+    student.cells[2].source = "def double(x):\n    raise NotImplementedError"
+    assert cells_a_stub_can_reach(instructor, student) == [0, 2, 3, 6, 7, 8]
+    # once a reached cell changes the experiment's array, the experiment and its plot are needed too
+    for nb in (instructor, student):
+        nb.cells += [new_code_cell("long[:3] = double(data)"), new_code_cell("print(long.max())")]
+    assert cells_a_stub_can_reach(instructor, student) == [0, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+
 @pytest.mark.skipif(not NOTEBOOKS, reason=f"no notebooks in {ROOT / 'notebooks'} yet")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_student_edition_of_course_notebook_runs(path, tmp_path):
     """No line of a solution is left; the stubs raise NotImplementedError, and the checkers
-    turn that into 'not done yet', so the notebook runs top to bottom."""
+    turn that into 'not done yet', so the notebook runs top to bottom. Every cell a stub can
+    reach runs, in order, with the cells it needs (cells_a_stub_can_reach); the others are the
+    instructor edition's cells on the instructor edition's inputs, which its own run covers."""
     import nbclient
 
     src = tmp_path / "src"
@@ -283,7 +371,10 @@ def test_student_edition_of_course_notebook_runs(path, tmp_path):
     (src / path.name).write_bytes(path.read_bytes())
     n = make_student_edition(src, tmp_path / "student", verbose=False)[path.name]
     nb = nbformat.read(tmp_path / "student" / path.name, as_version=4)
-    assert not _leaked_solution_lines(nbformat.read(path, as_version=4), nb)
+    instructor = nbformat.read(path, as_version=4)
+    assert not _leaked_solution_lines(instructor, nb)
+    nb.cells = [c for i, c in enumerate(nb.cells) if c.cell_type != "code"
+                or i in set(cells_a_stub_can_reach(instructor, nb))]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(tmp_path / "student")}})
     try:
