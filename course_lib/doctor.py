@@ -2,10 +2,11 @@
 
     ✓ fine    ✗ broken, with the fix on the next line    – not checked, and why
 
-Checks: the Python version; installed versions against requirements.txt (when the
-repository is there); Numba compiles, and can write its cache; which BLAS NumPy and the
-kernels use, with how many threads; the widget front end; a course-model step, its
-float64 gradient check, and how long a step takes. Exit status 1 when any check is ✗.
+Checks: the Python version and the platform; installed versions against requirements.txt
+(when the repository is there); Numba compiles, and can write its cache; which BLAS NumPy and
+the kernels use, with how many threads; what limits learners' code when `yours` and `grade`
+run it; the widget front end; a course-model step, its float64 gradient check, and how long
+a step takes. Exit status 1 when any check is ✗.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def check_python() -> Check:
         return Check(False, f"Python {version}: the course needs 3.10 or newer",
                      "install Python 3.11 and make a new environment with it (see Setup)")
     tested = "" if sys.version_info[:2] == TESTED_PYTHON else " (the course is tested with 3.11)"
-    return Check(True, f"Python {version}{tested}")
+    return Check(True, f"Python {version}{tested} on {platform.system()} {platform.machine()}")
 
 
 def read_pins(path: Path) -> dict[str, str]:
@@ -122,33 +123,31 @@ def check_cache() -> Check:
     return Check(True, f"Numba's cache is writable: {folder}" + (" (NUMBA_CACHE_DIR)" if from_env else ""))
 
 
-def _blas_of(libraries, package: str):
-    """The BLAS library loaded from `package`'s bundled libraries (numpy.libs, scipy.libs), else the first."""
-    for lib in libraries:
-        if Path(lib["filepath"]).parent.name.startswith(package):
-            return lib
-    return libraries[0] if libraries else None
-
-
 def check_blas() -> Check:
-    from threadpoolctl import threadpool_info
+    import os
 
-    from .kernels._fast.blas import NUMPY_BLAS  # loads NumPy's BLAS (and Numba's SciPy one)
+    from .kernels._fast.blas import FALLBACK_ENV, NUMPY_BLAS, NUMPY_BLAS_CONTROLLER
+    from .kernels._fast.threads import blas_thread_count
 
-    libraries = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
-    if not libraries:
-        return Check(False, "no BLAS library found for NumPy or SciPy", "pip install -r requirements.txt")
-
-    def describe(lib):
-        version = f" {lib['version']}" if lib.get("version") else ""
-        return f"{lib['internal_api']}{version} with {count(lib['num_threads'], 'thread')}"
-
-    numpy_blas = describe(_blas_of(libraries, "numpy"))
+    lib = NUMPY_BLAS_CONTROLLER
+    if lib is None:
+        numpy_blas = "a BLAS that threadpoolctl cannot see (Accelerate?)"
+    else:
+        numpy_blas = f"{lib.internal_api} {lib.version or ''}".strip() + f" ({Path(lib.filepath).name})"
     if NUMPY_BLAS is not None:
         kernels = "the kernels call the same library (one pool of threads)"
+    elif os.environ.get(FALLBACK_ENV, "").lower() == "numba":
+        kernels = f"the kernels call Numba's a @ b ({FALLBACK_ENV}=numba)"
     else:
-        kernels = f"the kernels call SciPy's {describe(_blas_of(libraries, 'scipy'))} (this NumPy build has no CBLAS of its own)"
-    return Check(True, f"BLAS: NumPy uses {numpy_blas}; {kernels}; training small models uses 1 thread")
+        kernels = "the kernels call Numba's a @ b (this NumPy build has no CBLAS of its own)"
+    return Check(True, f"BLAS: NumPy uses {numpy_blas} with {count(blas_thread_count(), 'thread')}; {kernels}; "
+                       f"training small models uses 1 thread")
+
+
+def check_limits() -> list[Check]:
+    """What limits learners' code when `yours` and `grade` run it (course_lib.instructor.limits)."""
+    from .instructor.limits import protections
+    return [Check(None if "not available" in line else True, line) for line in protections()]
 
 
 def check_widgets() -> Check:
@@ -206,7 +205,7 @@ def run(requirements: Path | None = None, out=None) -> int:
     out = out or sys.stdout
     checks = [("Python", check_python), ("package versions", lambda: check_versions(requirements)),
               ("Numba", check_numba), ("Numba's cache", check_cache), ("BLAS", check_blas),
-              ("widgets", check_widgets), ("course model", check_model)]
+              ("limits on learners' code", check_limits), ("widgets", check_widgets), ("course model", check_model)]
     broken = 0
     for name, check in checks:
         try:

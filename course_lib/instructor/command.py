@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import grade, gradescope_bundle, sandbox
+from . import grade, gradescope_bundle, limits, sandbox
 from .._words import count
 
 
@@ -70,4 +70,7 @@ def command(args) -> int:
     grade.write_csv(rows, out)
     print(grade.summary(rows))
     print(f"report: {out} ({count(len(rows), 'row')})")
+    if not limits.rlimit_as_works():
+        print("note: this OS does not enforce memory limits (RLIMIT_AS): a watch stopped kernels past --memory "
+              "instead (book/instructors.md, 'Where grading runs')", file=sys.stderr)
     return 0

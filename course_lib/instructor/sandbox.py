@@ -8,8 +8,9 @@ What the grader relies on:
   and its kernel starts there: a cell that deletes its folder, or the one above, deletes
   only that copy (the folder is removed afterwards);
 - the kernel is a separate process, so nothing the learner writes runs in the grader's;
-  it is started under a memory limit (RLIMIT_AS, inherited by anything it starts): an
-  allocation past it raises MemoryError in the learner's cell;
+  it is started under a memory limit (limits.py: RLIMIT_AS on Linux, inherited by anything
+  it starts, so that an allocation past it raises MemoryError in the learner's cell; on
+  macOS and Windows a watch that kills the kernel past the limit);
 - `timeout` bounds the whole notebook, not each cell: every cell may only use what is left.
   At the limit the kernel (and its process group) is killed;
 - the kernel uses this interpreter and imports this course_lib (PYTHONPATH is passed on),
@@ -35,9 +36,7 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -54,19 +53,20 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from ..checks.core import RESULTS_ENV
+from . import limits
 
 KERNEL_NAME = "course-lib-grader"
 
 MAX_RECORDS = 16 * 2**20   # bytes of checker records read: a learner's flood cannot fill the grader's memory
 
-# Runs first in the kernel's process: set the memory and file-size limits, become the kernel's
-# user (uid -1: stay), then become the IPython kernel (exec keeps all of it). Inline (-c), so
-# that no module of the learner's folder or of course_lib is imported before that.
-_LAUNCHER = ("import os, resource, sys; n, uid, gid = map(int, sys.argv[1:4]); "
-             "n > 0 and resource.setrlimit(resource.RLIMIT_AS, (n, n)); "
-             "uid >= 0 and resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
-             "uid >= 0 and (os.setgroups([]), os.setgid(gid), os.setuid(uid)); "
-             "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher'] + sys.argv[4:])")
+# Runs first in the kernel's process where something must be set before the learner's code
+# (POSIX): the memory limit (limits.py), for another user (root only) the file-size limit and
+# that user, then it becomes the IPython kernel (exec keeps all of it).
+_LAUNCHER = limits.launcher_code(
+    "import os; uid, gid = map(int, sys.argv[2:4])\n"
+    "if uid >= 0:\n"
+    "    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher'] + sys.argv[4:])\n")
 
 _running = set()                 # kernel managers of the runs in progress (all threads)
 _lock, _stopping = threading.Lock(), threading.Event()
@@ -106,8 +106,11 @@ def _kernel_manager(private: Path, memory: int, owner) -> AsyncKernelManager:
     time limit, and a cell that never ends would hang the grader.
     """
     uid, gid = owner or (-1, -1)
-    spec = {"argv": [sys.executable, "-c", _LAUNCHER, str(memory), str(uid), str(gid), "-f", "{connection_file}"],
-            "display_name": "course_lib grader", "language": "python"}
+    if limits.rlimit_as_works() or owner:
+        argv = [sys.executable, "-c", _LAUNCHER, str(memory), str(uid), str(gid), "-f", "{connection_file}"]
+    else:   # nothing to set first (the memory is watched from here): no exec, which Windows only imitates
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "course_lib grader", "language": "python"}
     spec_dir = private / "kernels"
     (spec_dir / KERNEL_NAME).mkdir(parents=True)
     (spec_dir / KERNEL_NAME / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -159,8 +162,10 @@ def _copy_numba_cache(dest: Path) -> None:
 def kernel_user(name: str):
     """(uid, gid) of the user `name`; ValueError when we are not root, it does not exist, or it
     cannot run this Python (installed in a folder only root may read, such as /root)."""
-    if os.geteuid() != 0:
-        raise ValueError(f"only root can run the kernels as {name!r}")
+    if getattr(os, "geteuid", lambda: None)() != 0:
+        raise ValueError(f"only root can run the kernels as {name!r}" if hasattr(os, "geteuid") else
+                         "--user needs Linux or macOS: on this OS every kernel runs as you")
+    import pwd      # POSIX only
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -177,10 +182,7 @@ def kernel_user(name: str):
 def _kill(km) -> None:
     process = getattr(km.provisioner, "process", None)
     if process is not None and process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)   # jupyter_client makes it its group's leader
-        except OSError:
-            pass
+        limits.kill_tree(process.pid)   # on POSIX jupyter_client makes it its group's leader
 
 
 def stop_all() -> None:
@@ -251,6 +253,9 @@ def run_notebook(path, *, timeout: float = 300, memory: int = 4 * 2**30, user=No
 
         def cell_starts(cell, cell_index):
             current.update(cell=cell_index)
+            process = getattr(km.provisioner, "process", None)
+            if "watch" not in current and process is not None:   # the kernel's pid is known from here
+                current["watch"] = limits.MemoryWatch(process.pid, memory)
             if _stopping.is_set():   # stop_all() came while this kernel was starting
                 _kill(km)
 
@@ -269,7 +274,12 @@ def run_notebook(path, *, timeout: float = 300, memory: int = 4 * 2**30, user=No
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except Exception as error:  # whatever the learner's notebook did, report it and go on
             outcome.stopped_at, outcome.reason = current["cell"], _why(error, current["cell"], timeout, memory)
+            if "watch" in current and current["watch"].tripped:
+                outcome.reason = (f"the kernel used more than its memory limit ({memory / 2**30:g} GB) in "
+                                  f"cell {current['cell']} and was stopped")
         finally:
+            if "watch" in current:
+                current["watch"].stop()
             with _lock:
                 _running.discard(km)
             if km.has_kernel:  # nbclient stops it; this is in case it could not

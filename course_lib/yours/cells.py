@@ -13,13 +13,13 @@ import contextlib
 import io
 import math
 import re
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import numpy as np
 
+from ..instructor import limits
 from ..instructor.exercises import expected_exercises
 from .parts import HELPERS, PARTS, train_loop_in
 
@@ -72,23 +72,9 @@ def read_folder(folder) -> list[Exercise]:
     return found
 
 
-@contextlib.contextmanager
 def time_limit(seconds):
     """CellTimeLimit in this (main) thread after `seconds`; none when seconds is None."""
-    if seconds is None:
-        yield
-        return
-
-    def stop(signum, frame):
-        raise CellTimeLimit()
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    return limits.time_limit(seconds, CellTimeLimit)
 
 
 def one_line(error: BaseException, limit=300) -> str:

@@ -1,7 +1,8 @@
 """Run a learner's exercise cells, the comparison and the training in a scratch process.
 
-The process starts under the memory limit of course_lib.instructor.sandbox (RLIMIT_AS), in an empty
-scratch folder, and every learner cell under a time limit of its own. What it finds goes back
+The process starts under the memory limit of course_lib.instructor.limits (RLIMIT_AS on Linux,
+a watch from here elsewhere), in an empty scratch folder, and every learner cell under a time
+limit of its own. What it finds goes back
 as JSON. If the process dies anyway (a crash, or a loop inside NumPy that no signal
 interrupts), the exercise it was running is set aside and the run starts again without it,
 so one broken cell never costs the report of the others.
@@ -10,19 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from ..instructor import limits
 from ..instructor.sandbox import kernel_env
 from . import cells
 
-_LAUNCHER = ("import resource, sys; n = int(sys.argv[1]); "
-             "n > 0 and resource.setrlimit(resource.RLIMIT_AS, (n, n)); "
-             "from course_lib.yours.scratch import main; main(sys.argv[2])")
+_LAUNCHER = limits.launcher_code("from course_lib.yours.scratch import main; main(sys.argv[2])")
 
 
 class ScratchError(RuntimeError):
@@ -151,16 +150,21 @@ def _run_process(request_path, private, timeout, memory, progress):
     proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(int(memory)), str(request_path)], cwd=scratch,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=None if progress else subprocess.PIPE, start_new_session=True)
+    watch = limits.MemoryWatch(proc.pid, int(memory))
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        limits.kill_tree(proc.pid)
         proc.wait()
         return f"ran past the time limit ({timeout:g} s for the whole run)"
     except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGKILL)
+        limits.kill_tree(proc.pid)
         proc.wait()
         raise
+    finally:
+        watch.stop()
+    if watch.tripped:
+        return f"used more memory than its limit ({memory / 2**30:g} GB)"
     if proc.returncode == 0:
         return None
     last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or [""]

@@ -26,6 +26,17 @@ def test_passes_in_the_project_environment():
                   "a course-model step runs", "float64 gradient check of the model passes"):
         assert found in done.stdout
     assert done.stderr == ""
+    assert "memory limit: enforced by the OS (RLIMIT_AS)" in done.stdout
+
+
+def test_on_the_fallback_blas_and_without_posix_facilities_it_says_so():
+    """COURSE_LIB_BLAS=numba, and the facilities that Windows lacks hidden (tests/windows_like)."""
+    windows_like = Path(__file__).resolve().parents[1] / "windows_like"
+    done = run_doctor(COURSE_LIB_BLAS="numba", PYTHONPATH=os.pathsep.join([str(windows_like), str(ROOT)]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the kernels call Numba's a @ b (COURSE_LIB_BLAS=numba)" in done.stdout
+    assert "memory limit: watched" in done.stdout and "a watchdog thread (no SIGALRM here" in done.stdout
+    assert " on Linux " in done.stdout.splitlines()[0]
 
 
 def test_unwritable_numba_cache_names_the_fix(tmp_path):

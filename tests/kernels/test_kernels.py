@@ -1,4 +1,6 @@
 """Every kernel's backward against float64 central differences (rel error < 1e-6)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -324,29 +326,38 @@ def test_scored_rows_and_id_range_checks():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_in_every_layout(dtype):
-    from course_lib.kernels._fast.blas import matmul
+    from course_lib.kernels._fast import blas
+    matmul = blas.matmul
     a, b = randn(5, 3).astype(dtype), randn(3, 4).astype(dtype)
     tol = 1e-6 if dtype == np.float32 else 1e-14
     for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T),            # C and F layouts
                  (a[:1], b), (a[:, :1], b[:1])]:                           # one row, K = 1
         np.testing.assert_allclose(matmul(x, y), x @ y, rtol=tol, atol=tol)
     assert matmul(a[:, :0], b[:0]).shape == (5, 4) and not matmul(a[:, :0], b[:0]).any()
-    with pytest.raises(ValueError, match="unit-stride"):
-        matmul(randn(5, 6).astype(dtype)[:, ::2], b)                      # every other column: refused
+    if blas.NUMPY_BLAS is not None:      # CBLAS needs unit strides; the fallback copies what it gets
+        with pytest.raises(ValueError, match="unit-stride"):
+            matmul(randn(5, 6).astype(dtype)[:, ::2], b)                  # every other column: refused
 
 
 def test_kernels_share_numpys_blas():
-    """One OpenBLAS thread pool for NumPy and the kernels (two pools fight over the cores)."""
+    """One OpenBLAS thread pool for NumPy and the kernels (two pools fight over the cores);
+    Numba's a @ b only where NumPy has no CBLAS of its own, or COURSE_LIB_BLAS=numba says so."""
     from course_lib.kernels._fast import blas
+    if os.environ.get(blas.FALLBACK_ENV) == "numba":
+        assert blas.NUMPY_BLAS is None and blas.matmul is blas._matmul_numba
+        return
     if np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"] != "scipy-openblas":
         pytest.skip("this NumPy is not the PyPI wheel with its own OpenBLAS")
     assert blas.NUMPY_BLAS is not None and blas.matmul is blas._matmul_numpy_blas
+    assert blas.NUMPY_BLAS == blas.NUMPY_BLAS_CONTROLLER.filepath      # found by threadpoolctl
 
 
 @pytest.mark.parametrize("which", ["numpy_blas", "numba"])     # the second serves NumPy builds without the library
 def test_matmul_into_column_blocks(which):
     """Attention's products read and write heads' column blocks in place (leading dimension > width)."""
     from course_lib.kernels._fast import blas
+    if which == "numpy_blas" and blas.NUMPY_BLAS is None:
+        pytest.skip("NumPy's BLAS is not loaded for the kernels here (the fallback)")
     matmul_into = getattr(blas, "_matmul_into_" + which)
     big, other = randn(6, 9), randn(7, 9)
     a, b = big[:, 2:5], other[1:5, 3:6].T          # (6, 3) row-major block, (3, 4) transposed block

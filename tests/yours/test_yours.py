@@ -160,7 +160,12 @@ def test_student_edition_is_not_done_and_course_lib_stands_in(tmp_path):
     assert got.train_loop.__module__ == "course_lib.yours.parts"    # course_lib's loop stands in
 
 
-def test_broken_looping_and_hungry_cells_are_named_and_the_rest_runs(tmp_path):
+@pytest.mark.parametrize("posix", [True, False], ids=["posix", "windows-like"])
+def test_broken_looping_and_hungry_cells_are_named_and_the_rest_runs(tmp_path, posix, request):
+    """Also where there is no SIGALRM nor RLIMIT_AS (Windows): a watchdog thread stops the endless
+    cells, and the allocation fails by itself or the memory watch stops the process."""
+    if not posix:
+        request.getfixturevalue("windows_like")
     folder = _learner(tmp_path, {
         "Exercise 2.4": "raise ValueError('half-written')",
         "Exercise 3.1": "while True:\n    pass",

@@ -1,4 +1,4 @@
-"""Matrix products inside kernels, through NumPy's own OpenBLAS.
+"""Matrix products inside kernels, through NumPy's own BLAS.
 
 Numba's `a @ b` calls SciPy's copy of OpenBLAS. NumPy has another, and each keeps
 its own threads, which spin for a while after a call: on a small machine a loop that
@@ -6,34 +6,58 @@ mixes NumPy products with course_lib steps slows down badly while the two pools 
 over the cores. Calling NumPy's library (its CBLAS sgemm / dgemm) from the kernels
 leaves one pool, and is also the faster of the two at the course's sizes.
 
-If this NumPy has no such library (another build), `matmul` is Numba's `a @ b`.
+NumPy's library is found through threadpoolctl, which lists the BLAS libraries loaded in
+this process with their paths, whatever the platform names them (.so on Linux, .dll on
+Windows, .dylib on macOS). NumPy 2's wheels ship OpenBLAS with 64-bit-integer CBLAS
+functions (scipy_cblas_sgemm64_); where NumPy uses another BLAS (Accelerate on Apple
+Silicon, MKL in some distributions), `matmul` is Numba's `a @ b` (SciPy's BLAS): the
+fallback. COURSE_LIB_BLAS=numba forces the fallback (to test it, or to compare).
 """
 import ctypes
-import glob
 import os
 
 import llvmlite.binding as llvm
 import numpy as np
+from numba import config as numba_config
 from numba import types
+from threadpoolctl import ThreadpoolController
 
 from .jit import kernel
 
 _SGEMM, _DGEMM = "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"   # NumPy 2 wheels: 64-bit integer CBLAS
+FALLBACK_ENV = "COURSE_LIB_BLAS"     # "numba": the kernels' products go through Numba's a @ b
 
 
-def _numpy_openblas():
-    """Path of NumPy's OpenBLAS if it exports the two functions, else None."""
-    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so")):
-        lib = ctypes.CDLL(path)
-        if hasattr(lib, _SGEMM) and hasattr(lib, _DGEMM):
-            return path
-    return None
+def numpy_blas_controller():
+    """threadpoolctl's controller of the BLAS library NumPy loaded (the first BLAS threadpoolctl
+    knows whose file lies in NumPy's installation), or of the first BLAS; None if it knows none."""
+    libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+    numpy_dir = os.path.dirname(os.path.dirname(os.path.realpath(np.__file__)))   # site-packages
+    ours = [lib for lib in libraries
+            if os.path.realpath(lib.filepath).startswith(os.path.join(numpy_dir, "numpy"))]
+    return (ours or libraries or [None])[0]
 
 
-NUMPY_BLAS = _numpy_openblas()
+def _numpy_cblas(controller):
+    """Path of NumPy's BLAS if it exports the two CBLAS functions (and the fallback is not
+    forced), else None."""
+    if controller is None or os.environ.get(FALLBACK_ENV, "").lower() == "numba":
+        return None
+    lib = ctypes.CDLL(controller.filepath)
+    return controller.filepath if hasattr(lib, _SGEMM) and hasattr(lib, _DGEMM) else None
+
+
+NUMPY_BLAS_CONTROLLER = numpy_blas_controller()
+NUMPY_BLAS = _numpy_cblas(NUMPY_BLAS_CONTROLLER)   # its path, or None: the fallback
 if NUMPY_BLAS is not None:
     llvm.load_library_permanently(NUMPY_BLAS)
+else:
+    # Numba's cache does not record which `matmul` a kernel was compiled with: a kernel compiled
+    # for NumPy's BLAS, loaded here, would call a library that was never loaded (a crash). The
+    # fallback keeps its compiled kernels in a cache of its own (set before any kernel is defined).
+    numba_config.CACHE_DIR = os.path.join(
+        numba_config.CACHE_DIR or os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"),
+        "blas-fallback")
 
 # OpenBLAS runs a product with M * N * K up to this in the calling thread, larger ones on its
 # threads (interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4). Products
@@ -119,7 +143,11 @@ def _matmul_numpy_blas(a, b):
 
 @kernel
 def _matmul_numba(a, b):
-    """a (M, K) @ b (K, N) -> (M, N) through Numba (SciPy's OpenBLAS)."""
+    """a (M, K) @ b (K, N) -> (M, N) through Numba (SciPy's BLAS): the fallback, with the checks and
+    messages of the CBLAS path (unit strides aside: it copies what it gets)."""
+    if b.shape[0] != a.shape[1]:
+        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    same_dtype("matmul", "a", a, "b", b)
     return np.ascontiguousarray(a) @ np.ascontiguousarray(b)
 
 

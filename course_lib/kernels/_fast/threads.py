@@ -12,13 +12,12 @@ more: a `with blas_threads(1)` block (or OPENBLAS_NUM_THREADS=1) keeps everythin
 core. Each piece is computed the same way whichever thread runs it, so results do not
 depend on the split.
 """
-import ctypes
 import os
 import threading
 
 from threadpoolctl import ThreadpoolController
 
-from .blas import NUMPY_BLAS
+from .blas import NUMPY_BLAS_CONTROLLER
 
 SMALL = 1 << 22   # rows x d_model x d_model below this: one thread is faster
 
@@ -39,27 +38,33 @@ class blas_threads:
     _controller = None
 
     def __enter__(self):
+        global _limit
         if self.n is not None:
             if blas_threads._controller is None:          # finding the libraries is slow: once
                 blas_threads._controller = ThreadpoolController()
             self._limits = blas_threads._controller.limit(limits=self.n, user_api="blas")
+            self._outer, _limit = _limit, self.n
         return self
 
     def __exit__(self, *exc):
+        global _limit
         if self._limits is not None:
             self._limits.restore_original_limits()
-            self._limits = None
+            self._limits, _limit = None, self._outer
 
 
-_get_num_threads = None
-if NUMPY_BLAS is not None:
-    _get_num_threads = ctypes.CDLL(NUMPY_BLAS).scipy_openblas_get_num_threads64_
-    _get_num_threads.restype = ctypes.c_int
+_limit = None     # the innermost `blas_threads(n)` block's n: the limit where threadpoolctl knows no BLAS
 
 
 def blas_thread_count():
-    """How many threads NumPy's OpenBLAS uses now (1 when course_lib does not call it)."""
-    return _get_num_threads() if _get_num_threads is not None else 1
+    """How many threads NumPy's BLAS may use now, whichever library it is and whether or not the
+    kernels call it (blas.py's fallback): as threadpoolctl reads it (and sets it, in `blas_threads`
+    or the learner's own threadpool_limits), else the cores, within any `blas_threads` block."""
+    if NUMPY_BLAS_CONTROLLER is not None:
+        n = NUMPY_BLAS_CONTROLLER.get_num_threads()
+    else:        # a BLAS threadpoolctl cannot see (Accelerate): it uses every core
+        n = os.cpu_count() or 1
+    return min(n, _limit) if _limit is not None else n
 
 
 class _Helper:

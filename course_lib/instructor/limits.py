@@ -1,0 +1,155 @@
+"""Time and memory limits for a process that runs a learner's code, on Linux, macOS and Windows.
+
+- Memory. Linux enforces RLIMIT_AS, which the child sets on itself before it runs anything
+  (`launcher_code`): an allocation past it raises MemoryError in the learner's cell. macOS
+  accepts RLIMIT_AS without enforcing it, and Windows has no rlimits: there a MemoryWatch
+  thread in the parent reads the child's memory (psutil: the resident memory of it and of
+  every process it started) ten times a second and kills it past the limit.
+- Killing. kill_tree(pid) kills a child and everything it started: its process group where
+  there are process groups (the child leads a session of its own), else its psutil descendants.
+- A time limit inside the child (yours/cells.py's cells): SIGALRM where it exists, else a
+  watchdog thread that raises the exception in the main thread between two bytecodes
+  (a cell blocked in C, such as time.sleep, then runs on until the whole run's limit).
+
+Every choice is made by what the running Python has (resource, os.killpg, signal.SIGALRM),
+not by the platform's name, so that tests can take the other path by hiding them.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+import psutil
+
+
+def rlimit_as_works() -> bool:
+    """Does this OS enforce a memory limit set with RLIMIT_AS? (Linux: yes; macOS: not enforced;
+    Windows: no resource module.)"""
+    try:
+        import resource     # POSIX only
+    except ImportError:
+        return False
+    return sys.platform.startswith("linux") and hasattr(resource, "RLIMIT_AS")
+
+
+# Inline (-c) code that starts a child: set RLIMIT_AS (argv[1] bytes; 0: none) where it can,
+# then go on with the code `then`. Inline, so that nothing of the learner's folder or of
+# course_lib is imported before the limit holds.
+_LIMIT = ("import sys; n = int(sys.argv[1])\n"
+          "try:\n    import resource\nexcept ImportError:\n    resource = None\n"
+          "if n > 0 and resource is not None and sys.platform.startswith('linux'):\n"
+          "    resource.setrlimit(resource.RLIMIT_AS, (n, n))\n")
+
+
+def launcher_code(then: str) -> str:
+    """Python source for `python -c`: the memory limit of argv[1] (where the OS enforces it), then `then`."""
+    return _LIMIT + then
+
+
+def kill_tree(pid: int) -> None:
+    """Kill the process `pid` and every process it started (it must lead its own process group
+    where there are groups: start_new_session=True). Gone already: nothing to do."""
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        return
+    try:
+        parent = psutil.Process(pid)
+        family = parent.children(recursive=True) + [parent]
+    except psutil.Error:
+        return
+    for process in family:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(family, timeout=5)
+
+
+class MemoryWatch:
+    """Where the OS does not enforce RLIMIT_AS: kill the process tree of `pid` once its resident
+    memory passes `limit` bytes (`tripped` then says so). A no-op where RLIMIT_AS works or limit <= 0."""
+
+    def __init__(self, pid: int, limit: int, every: float = 0.1):
+        self.tripped = False
+        self._pid, self._limit, self._every = pid, limit, every
+        self._stop = threading.Event()
+        self.active = limit > 0 and not rlimit_as_works()
+        if self.active:
+            threading.Thread(target=self._watch, name="course_lib memory watch", daemon=True).start()
+
+    def _memory(self) -> int:
+        root = psutil.Process(self._pid)
+        total = 0
+        for process in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                total += process.memory_info().rss
+        return total
+
+    def _watch(self):
+        while not self._stop.wait(self._every):
+            try:
+                over = self._memory() > self._limit
+            except psutil.Error:        # it has ended
+                return
+            if over:
+                self.tripped = True
+                kill_tree(self._pid)
+                return
+
+    def stop(self):
+        self._stop.set()
+
+
+@contextlib.contextmanager
+def time_limit(seconds, error: type[BaseException]):
+    """Raise `error` (a class) in this thread, the main one, after `seconds`; no limit when None."""
+    if seconds is None:
+        yield
+        return
+    if hasattr(signal, "SIGALRM"):
+        def stop(signum, frame):
+            raise error()
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return
+    target, lock, state = threading.get_ident(), threading.Lock(), {"done": False}
+
+    def stop():
+        with lock:
+            if not state["done"]:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(error))
+    timer = threading.Timer(seconds, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
+
+
+def protections() -> list[str]:
+    """What this machine enforces when it runs learners' code (for doctor and grade), a line each."""
+    lines = ["memory limit: " + ("enforced by the OS (RLIMIT_AS)" if rlimit_as_works() else
+                                 "watched (psutil reads the process's memory 10 times a second and kills it "
+                                 "past the limit; this OS does not enforce RLIMIT_AS)")]
+    lines.append("time limit: the whole run, from the grader's process; each cell of `yours`: " +
+                 ("SIGALRM" if hasattr(signal, "SIGALRM") else
+                  "a watchdog thread (no SIGALRM here: a cell blocked in C runs on to the run's limit)"))
+    root = getattr(os, "geteuid", lambda: None)() == 0
+    lines.append("kernels as another user (grade --user): " +
+                 ("available (running as root)" if root else
+                  "not available (needs root on Linux or macOS)" if hasattr(os, "geteuid") else
+                  "not available on this OS: every kernel runs as you"))
+    return lines

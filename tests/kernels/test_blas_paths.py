@@ -1,0 +1,82 @@
+"""The kernels' two ways to multiply (kernels/_fast/blas.py): NumPy's own BLAS, found through
+threadpoolctl, and the fallback (Numba's a @ b) that NumPy builds without it take (Accelerate on
+Apple Silicon, MKL), forced here with COURSE_LIB_BLAS=numba. Both give the model's loss and
+gradients to rounding, and the kernels' own threads do not depend on which one was found."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from course_lib.kernels._fast import blas, threads
+
+# A training step of a small model in float32 and float64: its loss and every gradient, as JSON,
+# with the path the kernels took and the threads they may use.
+STEP = """
+import json, sys
+import numpy as np
+import course_lib as cl
+from course_lib.kernels._fast import blas, threads
+out = {"fallback": blas.NUMPY_BLAS is None, "threads": threads.blas_thread_count()}
+for dtype in ("float32", "float64"):
+    config = cl.ModelConfig(vocab_size=20, seq_len=8, d_model=32, n_heads=4, n_layers=2, d_ff=64,
+                            causal=True, dtype=dtype)
+    net = cl.Transformer(config, seed=3)
+    tokens = np.random.default_rng(0).integers(0, 20, size=(16, 8))
+    loss = net.loss(tokens, np.roll(tokens, -1, axis=1))
+    out[dtype] = {"loss": float(loss), **{k: g.tolist() for k, g in net.backward().items()}}
+json.dump(out, sys.stdout)
+"""
+
+
+def step(fallback: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != blas.FALLBACK_ENV}
+    if fallback:
+        env[blas.FALLBACK_ENV] = "numba"
+    run = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+@pytest.fixture(scope="module")
+def both():
+    return step(fallback=False), step(fallback=True)
+
+
+def test_the_fallback_is_taken_when_forced(both):
+    default, fallback = both
+    assert fallback["fallback"] is True
+    if np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"] == "scipy-openblas":
+        assert default["fallback"] is False
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 2e-5), ("float64", 1e-12)])
+def test_both_paths_give_the_same_step_to_rounding(both, dtype, rtol):
+    default, fallback = both[0][dtype], both[1][dtype]
+    assert default.keys() == fallback.keys()
+    for name in default:
+        a, b = np.asarray(default[name]), np.asarray(fallback[name])
+        scale = max(np.abs(a).max(), 1e-30)
+        assert np.abs(a - b).max() <= rtol * scale, f"{name} ({dtype}) differs between the BLAS paths"
+
+
+def test_the_kernels_threads_do_not_depend_on_the_path(both):
+    default, fallback = both
+    assert default["threads"] == fallback["threads"]
+
+
+def test_blas_threads_limits_the_count_on_either_path():
+    with threads.blas_threads(1):
+        assert threads.blas_thread_count() == 1
+    with threads.blas_threads(1), threads.blas_threads(None):      # None: no change
+        assert threads.blas_thread_count() == 1
+
+
+def test_without_a_blas_threadpoolctl_knows_the_cores_count(monkeypatch):
+    """Where threadpoolctl sees no BLAS (Accelerate), split_work still splits on a machine with cores."""
+    monkeypatch.setattr(threads, "NUMPY_BLAS_CONTROLLER", None)
+    assert threads.blas_thread_count() == (os.cpu_count() or 1)
+    with threads.blas_threads(1):
+        assert threads.blas_thread_count() == 1
