@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -35,10 +36,31 @@ def configure(parser) -> None:
     parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
     parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")
     parser.add_argument("--user", help="run the kernels as this user, e.g. nobody (the grader must run as root)")
+    parser.add_argument("--exercises", metavar="FOLDER", type=Path, default=grade.COURSE_NOTEBOOKS,
+                        help="the instructor edition: each notebook is graded on the exercises of the one of "
+                             "the same name there (default: the course's notebooks/)")
     parser.add_argument("--gradescope", metavar="ZIP", help="write Gradescope's autograder bundle for the "
                                                            "notebooks of PATH instead of grading")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(grade_parser=parser)
+
+
+def _grade_into(out: Path, args, user):
+    """Grade, writing each notebook's rows to `out` as it ends (a grader that dies keeps them);
+    -> (rows, None), or (None, Interrupted) after Ctrl-C."""
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        partial = csv.DictWriter(f, fieldnames=grade.COLUMNS, extrasaction="ignore")
+        partial.writeheader()
+
+        def written(rows):
+            partial.writerows(rows)
+            f.flush()
+        try:
+            return grade.grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
+                               progress=not args.no_progress, jobs=args.jobs, user=user,
+                               exercises=args.exercises, on_done=written), None
+        except grade.Interrupted as stop:
+            return None, stop
 
 
 def command(args) -> int:
@@ -57,11 +79,16 @@ def command(args) -> int:
         user = sandbox.kernel_user(args.user) if args.user else None
     except ValueError as err:
         raise grade.GradeError(f"--user: {err}") from None
+    if args.exercises != grade.COURSE_NOTEBOOKS and not args.exercises.is_dir():
+        raise grade.GradeError(f"--exercises: {args.exercises} is not a folder of notebooks")
     try:
-        rows = grade.grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
-                           progress=not args.no_progress, jobs=args.jobs, user=user)
-    except grade.Interrupted as stop:
+        grade.find_class(args.path)     # a bad PATH is refused before the report is begun
+    except OSError as err:
+        raise grade.GradeError(f"cannot read {err.filename or args.path}: {err.strerror or err}") from None
+    rows, stop = _grade_into(out, args, user)
+    if stop is not None:
         if not stop.rows:
+            out.unlink(missing_ok=True)
             raise KeyboardInterrupt from None    # nothing graded: no report (__main__ says so)
         grade.write_csv(stop.rows, out)
         print(f"interrupted: {stop.done} of {count(stop.total, 'notebook')} graded; partial report: {out} "

@@ -10,18 +10,26 @@ scratch copy, in a kernel of its own, with time and memory limits (see sandbox.p
 same order whatever --jobs is. Ctrl-C stops every kernel and writes the rows of the
 notebooks graded so far.
 
-The exercises expected in a notebook are read from its own cells: a markdown heading
-`### Exercise N.k: title`, then the stub/solution code cell(s), then the first code cell
-that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with a
-status:
+The exercises expected in a notebook are those of the instructor edition of the same name
+(`exercises`: the course's notebooks/ folder by default), so that a learner who deletes an
+exercise's heading or check cell gets a `missing` row, and one who adds a heading gets no row;
+a notebook the instructor edition does not have is read alone. In a notebook an exercise is a
+markdown heading `### Exercise N.k: title`, then the stub/solution code cell(s), then the first
+code cell that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with
+a status:
 
     passed / failed / not done   what the checker recorded ($COURSE_LIB_RESULTS; the last call wins)
     library call                 the checker found that the learner's function calls course_lib's
                                  own version of the exercise (the message names it): not a pass
     error                        the notebook stopped inside the exercise's cells (raised, time or
                                  memory limit), so the checker had nothing to say
-    not reached                  the checker never ran: an earlier cell stopped the notebook, or the
-                                 check cell no longer calls it
+    not reached                  the checker never ran: an earlier cell stopped the notebook, the
+                                 check cell no longer calls it, or it is tagged skip-execution
+    missing                      the instructor edition has this exercise, the learner's notebook not
+    grader error                 the grader itself failed on this notebook (the message says how)
+
+The column `hidden` lists the cells whose source the learner's notebook hides from view
+(Jupyter's `source_hidden`), for an instructor who reads it.
 """
 from __future__ import annotations
 
@@ -38,7 +46,8 @@ from .._words import count
 from ..checks.core import LIBRARY_CALL
 from .exercises import Exercise, expected_exercises
 
-COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message")
+COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message", "hidden")
+COURSE_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"   # the instructor edition, in a clone
 
 
 class GradeError(ValueError):
@@ -87,8 +96,13 @@ def _from_record(record) -> tuple[str, str, str]:
     return status, record.get("stage") or "", message
 
 
-def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise, str, str, str]]:
-    """(exercise, status, stage, message) for each expected exercise, then any other recorded one."""
+def _skipped(nb, index: int) -> bool:
+    return nb is not None and "skip-execution" in nb.cells[index].get("metadata", {}).get("tags", [])
+
+
+def exercise_statuses(exercises: list[Exercise], outcome, nb=None) -> list[tuple[Exercise, str, str, str]]:
+    """(exercise, status, stage, message) for each exercise found in the notebook `nb`, then any
+    other recorded one."""
     last = {r["exercise"]: r for r in outcome.records}   # a check re-run later in the notebook wins
     rows = []
     for ex in exercises:
@@ -96,6 +110,9 @@ def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise
         stopped = outcome.stopped_at
         if record is not None:
             rows.append((ex, *_from_record(record)))
+        elif _skipped(nb, ex.check_cell):
+            rows.append((ex, "not reached", "", f"its check cell (cell {ex.check_cell}) is tagged "
+                                                f"skip-execution: it never ran"))
         elif outcome.reason and (stopped is None or ex.first_cell <= stopped <= ex.check_cell):
             rows.append((ex, "error", "", outcome.reason))
         elif outcome.reason and stopped < ex.first_cell:
@@ -107,23 +124,59 @@ def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise
     return rows
 
 
-def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None) -> list[dict]:
-    """The report rows of one learner's notebook."""
+def reference_exercises(folder) -> dict[str, list[tuple[str, str]]]:
+    """Notebook file name -> its [(exercise, title)], from the instructor edition in `folder`."""
+    found = {}
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        found[path.name] = [(ex.name, ex.title) for ex in expected_exercises(nbformat.read(path, as_version=4))]
+    return found
+
+
+def hidden_cells(nb) -> str:
+    """The cells whose source the notebook hides from view, as "3, 7" ("" for none)."""
+    return ", ".join(str(i) for i, c in enumerate(nb.cells)
+                     if c.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
+
+
+def _rows(base: dict, nb, outcome, expected) -> list[dict]:
+    found = exercise_statuses(expected_exercises(nb), outcome, nb)
+    if expected is not None:    # the instructor edition's exercises, in its order, and no others
+        by_name = {ex.name: (ex, *rest) for ex, *rest in found}
+        found = [by_name.get(name) or (Exercise(name, title, -1, -1), "missing", "",
+                                       "the notebook has no such exercise: its heading or check cell "
+                                       "was deleted or changed") for name, title in expected]
+        found = [(Exercise(ex.name, title, ex.first_cell, ex.check_cell), *rest)
+                 for (ex, *rest), (_, title) in zip(found, expected)]
+    hidden = hidden_cells(nb)
+    return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage,
+             "message": message, "hidden": hidden} for ex, status, stage, message in found]
+
+
+def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None,
+                   expected: list[tuple[str, str]] | None = None) -> list[dict]:
+    """The report rows of one learner's notebook; expected: the instructor edition's (exercise,
+    title) list, or None to read the exercises from the notebook itself. Never raises: a failure of
+    the grader's own becomes a row ("grader error")."""
     base = {"learner": learner, "notebook": path.name}
     try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # nbformat raises several kinds for a broken file
-        first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
-        return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
-                 "message": f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})"}]
-    try:
-        outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
-    except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
-        return [{**base, "exercise": "", "title": "", "status": "error", "stage": "",
-                 "message": f"the grader could not run it ({type(err).__name__}: {err})"}]
-    base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
-    return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage, "message": message}
-            for ex, status, stage, message in exercise_statuses(expected_exercises(nb), outcome)]
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as err:  # nbformat raises several kinds for a broken file
+            first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
+            return [{**base, "exercise": "", "title": "", "status": "error", "stage": "", "hidden": "",
+                     "message": f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})"}]
+        try:
+            outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
+        except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
+            return [{**base, "exercise": "", "title": "", "status": "error", "stage": "", "hidden": "",
+                     "message": f"the grader could not run it ({type(err).__name__}: {err})"}]
+        base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
+        return _rows(base, nb, outcome, expected)
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:    # a bug of ours, or a record we did not foresee: this notebook's rows only
+        return [{**base, "exercise": "", "title": "", "status": "grader error", "stage": "", "hidden": "",
+                 "message": f"the grader failed on this notebook ({type(err).__name__}: {str(err)[:300]})"}]
 
 
 def default_jobs() -> int:
@@ -135,19 +188,25 @@ def default_jobs() -> int:
 
 
 def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, jobs: int = 1,
-                    progress: bool = True, user=None) -> list[dict]:
+                    progress: bool = True, user=None, expected: dict | None = None,
+                    on_done=None) -> list[dict]:
     """The rows of each (learner, notebook) of `todo`, in that order, `jobs` notebooks at a time.
-    Ctrl-C: every kernel stops, and Interrupted carries the rows of the notebooks done."""
+    expected: notebook file name -> the instructor edition's [(exercise, title)] (reference_exercises);
+    on_done(rows): called with each notebook's rows as it finishes. Ctrl-C: every kernel stops,
+    and Interrupted carries the rows of the notebooks done."""
     sandbox.resume()
     done = [None] * len(todo)
+    expected = expected or {}
     with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
             ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user): i
+        futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name)): i
                    for i, (learner, nb) in enumerate(todo)}
         try:
             for future in as_completed(futures):
                 i = futures[future]
                 done[i] = future.result()
+                if on_done is not None:
+                    on_done(done[i])
                 bar.update()
                 bar.set_postfix_str(f"{todo[i][0]}/{todo[i][1].name}")
         except KeyboardInterrupt:
@@ -159,14 +218,17 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
 
 
 def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = True,
-          jobs: int = 1, user=None) -> list[dict]:
-    """Grade every notebook under `path`: a list of report rows (dicts with COLUMNS and the title)."""
+          jobs: int = 1, user=None, exercises=COURSE_NOTEBOOKS, on_done=None) -> list[dict]:
+    """Grade every notebook under `path`: a list of report rows (dicts with COLUMNS and the title).
+    exercises: the folder of the instructor edition whose exercises are expected (None: each
+    notebook's own); on_done: see grade_notebooks."""
     try:
         learners = find_class(path)
+        expected = reference_exercises(exercises) if exercises is not None and Path(exercises).is_dir() else {}
     except OSError as err:     # a folder it may not list: the request, not a learner's notebook
         raise GradeError(f"cannot read {err.filename or path}: {err.strerror or err}") from None
     todo = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
-    return grade_notebooks(todo, timeout, memory, jobs, progress, user)
+    return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done)
 
 
 def check_out(out: Path, example: str) -> None:
@@ -190,7 +252,7 @@ def write_csv(rows: list[dict], out) -> None:
 def describe(row: dict) -> str:
     """A row's status, with the stage and message when they tell a learner what to do next."""
     text = row["status"] + (f" [{row['stage']}]" if row["stage"] else "")
-    if row["status"] in ("failed", LIBRARY_CALL, "error", "not reached") and row["message"]:
+    if row["status"] in ("failed", LIBRARY_CALL, "error", "not reached", "missing", "grader error") and row["message"]:
         text += f": {row['message']}"
     return text
 
@@ -209,15 +271,22 @@ def summary(rows: list[dict]) -> str:
     if len(learners) == 1:
         lines += ["status, per exercise:"] if titles else []
         lines += [f"  {r['exercise'] + ' ' + r['title']:<{ewidth}}  {describe(r)}" for r in rows if r["exercise"]]
-        return "\n".join(lines + _not_graded(rows))
+        return "\n".join(lines + _not_graded(rows) + _hidden(rows))
     lines.append("learners who passed, per exercise:")
     for ex, title in titles.items():
         k = sum((learner, ex) in passed for learner in learners)
         lines.append(f"  {ex + ' ' + title:<{ewidth}}  {k}/{len(learners)} ({100 * k / len(learners):.0f}%)")
-    return "\n".join(lines + _not_graded(rows))
+    return "\n".join(lines + _not_graded(rows) + _hidden(rows))
 
 
 def _not_graded(rows: list[dict]) -> list[str]:
     """Lines for the notebooks that gave no exercise rows (unreadable, or the grader could not run them)."""
     bad = [f"  {r['learner']}/{r['notebook']}: {r['message']}" for r in rows if not r["exercise"]]
     return ["notebooks not graded:", *bad] if bad else []
+
+
+def _hidden(rows: list[dict]) -> list[str]:
+    """Lines for the notebooks that hide cells' source from view (an instructor reading them should look)."""
+    seen = {(r["learner"], r["notebook"]): r.get("hidden") for r in rows if r.get("hidden")}
+    return ["cells hidden from view (Jupyter's source_hidden):",
+            *[f"  {learner}/{notebook}: cells {cells}" for (learner, notebook), cells in seen.items()]] if seen else []

@@ -198,6 +198,17 @@ def resume() -> None:
     _stopping.clear()
 
 
+RECORD_FIELDS = ("exercise", "status", "stage", "message", "hint", "title")
+
+
+def _valid(record) -> bool:
+    """A record as a checker writes it: a dict whose fields are strings (or absent, or null), the
+    exercise and the status present: anything else is garbled (by a learner's code) and skipped."""
+    return (isinstance(record, dict) and isinstance(record.get("exercise"), str)
+            and isinstance(record.get("status"), str)
+            and all(record.get(f) is None or isinstance(record.get(f), str) for f in RECORD_FIELDS))
+
+
 def _read_records(results: Path) -> list:
     """The checkers' JSON lines; a line the learner's code garbled is skipped."""
     if not results.exists():
@@ -210,7 +221,7 @@ def _read_records(results: Path) -> list:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and "exercise" in record and "status" in record:
+        if _valid(record):
             records.append(record)
     return records
 

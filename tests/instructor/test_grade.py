@@ -320,3 +320,97 @@ def test_where_the_os_has_no_memory_limit_a_watch_stops_the_kernel(tmp_path, cap
     assert eve["Exercise 1.1"]["status"] == "passed"
     assert eve["Exercise 1.2"]["status"] == "error"
     assert "more than its memory limit (1 GB) in cell" in eve["Exercise 1.2"]["message"]
+
+
+@pytest.fixture(scope="module")
+def tampered_class(tmp_path_factory):
+    """A class graded against an instructor edition (ref/01_small.ipynb): each learner's notebook is
+    that notebook, changed the way a learner who wants credit might change it."""
+    root = tmp_path_factory.mktemp("tampered")
+    write(small_notebook(), root / "ref")
+    deleted = small_notebook()
+    ex = next(e for e in grade.expected_exercises(deleted) if e.name == "Exercise 1.2")
+    del deleted.cells[ex.first_cell:ex.check_cell + 1]             # 1.2's heading, solution and check
+    write(deleted, root / "class" / "del")
+    added = small_notebook()
+    added.cells += [nbformat.v4.new_markdown_cell("### Exercise 1.9: a bonus of my own"),
+                    new_code_cell("x = 1"), new_code_cell("cl.checks.check_answer(None)")]
+    write(added, root / "class" / "add")
+    skipped = student_notebook(small_notebook())[0]
+    ex = next(e for e in grade.expected_exercises(skipped) if e.name == "Exercise 1.4")
+    skipped.cells[ex.check_cell].metadata["tags"] = ["skip-execution"]
+    write(skipped, root / "class" / "skip")
+    hidden = small_notebook()
+    hidden.cells[0].metadata["jupyter"] = {"source_hidden": True}
+    write(hidden, root / "class" / "hide")
+    junk = student_notebook(small_notebook())[0]
+    junk.cells.append(new_code_cell(                                # records a checker never writes
+        "import json, os\n"
+        "with open(os.environ['COURSE_LIB_RESULTS'], 'a') as f:\n"
+        "    f.write(json.dumps({'exercise': ['Exercise 1.1'], 'status': 'passed'}) + '\\n')\n"
+        "    f.write(json.dumps({'exercise': 'Exercise 1.4', 'status': 'passed', 'message': 5}) + '\\n')\n"
+        "    f.write(json.dumps({'exercise': 'Exercise 1.5', 'status': {'passed': 1}}) + '\\n')\n"))
+    write(junk, root / "class" / "junk")
+    rows = grade.grade(root / "class", timeout=60, memory=2 * 2**30, progress=False, jobs=2,
+                       exercises=root / "ref")
+    return rows
+
+
+def test_a_deleted_exercise_is_missing_and_an_added_one_has_no_row(tampered_class):
+    deleted = by_exercise(tampered_class, "del")
+    assert list(deleted) == EXERCISES                                  # the instructor edition's, in order
+    assert deleted["Exercise 1.2"]["status"] == "missing"
+    assert deleted["Exercise 1.2"]["title"] == "the answer function"
+    assert all(deleted[e]["status"] == "passed" for e in EXERCISES if e != "Exercise 1.2")
+    assert list(by_exercise(tampered_class, "add")) == EXERCISES       # no row for Exercise 1.9
+
+
+def test_a_skipped_check_cell_says_so_and_hidden_cells_are_listed(tampered_class):
+    skip = by_exercise(tampered_class, "skip")["Exercise 1.4"]
+    assert skip["status"] == "not reached" and "tagged skip-execution" in skip["message"]
+    assert {r["hidden"] for r in tampered_class if r["learner"] == "hide"} == {"0"}
+    assert {r["hidden"] for r in tampered_class if r["learner"] != "hide"} == {""}
+    assert "cells hidden from view (Jupyter's source_hidden):\n  hide/01_small.ipynb: cells 0" in \
+        grade.summary(tampered_class)
+
+
+def test_records_of_the_wrong_shape_are_skipped_not_fatal(tampered_class):
+    """A record whose fields are not strings (the local grader once raised TypeError after grading
+    everyone, and wrote nothing) is skipped: the learner's real statuses stand."""
+    assert {r["status"] for r in by_exercise(tampered_class, "junk").values()} == {"not done"}
+
+
+def test_a_grader_failure_is_that_notebooks_rows_and_rows_land_as_notebooks_end(tmp_path, monkeypatch):
+    write(small_notebook(), tmp_path / "class" / "ann")
+    write(small_notebook(), tmp_path / "class" / "bob")
+    real = sandbox.run_notebook
+
+    def fails_for_bob(path, **kwargs):
+        if "bob" in str(path):
+            raise RuntimeError("a bug of the grader's")
+        return real(path, **kwargs)
+    monkeypatch.setattr(sandbox, "run_notebook", fails_for_bob)
+    seen = []
+    rows = grade.grade(tmp_path / "class", timeout=60, progress=False, on_done=seen.append)
+    assert [r["status"] for r in rows if r["learner"] == "bob"] == ["grader error"]
+    assert "RuntimeError: a bug of the grader's" in rows[-1]["message"]
+    assert {e: r["status"] for e, r in by_exercise(rows, "ann").items()} == {e: "passed" for e in EXERCISES}
+    assert sorted(map(len, seen)) == [1, len(EXERCISES)]
+
+
+def test_the_report_holds_each_notebook_as_it_ends_if_the_grader_dies(tmp_path, monkeypatch):
+    write(small_notebook(), tmp_path / "class" / "ann")
+    write(small_notebook(), tmp_path / "class" / "bob")
+    real = grade.grade_notebook
+
+    def dies_at_bob(learner, *args):
+        if learner == "bob":
+            raise SystemExit("the grader is killed")
+        return real(learner, *args)
+    monkeypatch.setattr(grade, "grade_notebook", dies_at_bob)
+    out = tmp_path / "report.csv"
+    with pytest.raises(SystemExit):
+        main(["grade", str(tmp_path / "class"), "--out", str(out), "--jobs", "1", "--no-progress"])
+    with open(out, encoding="utf-8") as f:
+        kept = list(csv.DictReader(f))
+    assert [r["exercise"] for r in kept] == EXERCISES and {r["learner"] for r in kept} == {"ann"}
