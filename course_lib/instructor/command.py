@@ -85,7 +85,12 @@ def command(args) -> int:
         grade.find_class(args.path)     # a bad PATH is refused before the report is begun
     except OSError as err:
         raise grade.GradeError(f"cannot read {err.filename or args.path}: {err.strerror or err}") from None
-    rows, stop = _grade_into(out, args, user)
+    try:
+        rows, stop = _grade_into(out, args, user)
+    except BaseException:       # the grader dies: the rows written so far stay, a report of none goes
+        if out.read_text(encoding="utf-8").count("\n") <= 1:
+            out.unlink()
+        raise
     if stop is not None:
         if not stop.rows:
             out.unlink(missing_ok=True)

@@ -100,8 +100,8 @@ CASES = [
         (d / "01_a.ipynb").write_text("not json"), mp.setattr(grade, "write_csv", _raise(DISK_FULL)),
         ["grade", str(d / "01_a.ipynb"), "--out", str(d / "r.csv"), "--no-progress"])[2], 1, "No space left"),
     ("grade: Ctrl-C before any notebook was graded", lambda d, mp: (
-        mp.setattr(grade, "grade", _raise(KeyboardInterrupt)), ["grade", str(d), "--out", str(d / "r.csv")])[1],
-     130, "interrupted: no report written"),
+        (d / "01_a.ipynb").write_text("{}"), mp.setattr(grade, "grade", _raise(KeyboardInterrupt)),
+        ["grade", str(d), "--out", str(d / "r.csv")])[2], 130, "interrupted: no report written"),
     ("yours: PATH is not a folder", lambda d, mp: ["yours", str(d / "none")], 2, "is not a folder"),
     ("yours: the scratch process gave no report", lambda d, mp: (
         mp.setattr(scratch, "run_in_scratch", _raise(scratch.ScratchError("too many exercises stopped it"))),
