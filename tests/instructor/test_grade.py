@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from nbformat.v4 import new_code_cell
 
@@ -259,6 +260,23 @@ def test_ctrl_c_keeps_the_graded_rows_and_stops_every_kernel(tmp_path):
     assert not [pid for pid in kernels if _alive(pid)]
 
 
+def _wait_for_a_kernel(grader, seconds=120):
+    """Until the grader has started a kernel (on a busy machine its own start can take 10 s and
+    more: a Ctrl-C before its imports end is Python's, not the grader's), then 3 s more."""
+    def has_kernel():
+        for child in psutil.Process(grader.pid).children(recursive=True):
+            try:
+                if "ipykernel" in " ".join(child.cmdline()):
+                    return True
+            except psutil.Error:        # a process that ended meanwhile
+                pass
+        return False
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and grader.poll() is None and not has_kernel():
+        time.sleep(0.2)
+    time.sleep(3)
+
+
 def test_ctrl_c_stops_grading_in_one_line(tmp_path):
     """Ctrl-C (SIGINT) in the middle of an endless notebook: the grader stops, kernel and all."""
     nb = small_notebook()
@@ -268,7 +286,7 @@ def test_ctrl_c_stops_grading_in_one_line(tmp_path):
     grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path), "--out",
                                str(tmp_path / "r.csv"), "--timeout", "120", "--no-progress"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(10)  # the endless cell is running by now
+    _wait_for_a_kernel(grader)
     grader.send_signal(signal.SIGINT)
     out, err = grader.communicate(timeout=60)
     assert grader.returncode == 130 and err == "interrupted: no report written\n" and out == ""
