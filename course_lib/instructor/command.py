@@ -46,21 +46,26 @@ def configure(parser) -> None:
 
 
 def _grade_into(out: Path, args, user):
-    """Grade, writing each notebook's rows to `out` as it ends (a grader that dies keeps them);
-    -> (rows, None), or (None, Interrupted) after Ctrl-C."""
-    with open(out, "w", newline="", encoding="utf-8") as f:
-        partial = csv.DictWriter(f, fieldnames=grade.COLUMNS, extrasaction="ignore")
-        partial.writeheader()
+    """Grade, writing each notebook's rows to `out` as it ends (a grader that dies keeps them; the
+    file is begun with the first notebook that ends); -> (rows, None), or (None, Interrupted) after Ctrl-C."""
+    report = {}
 
-        def written(rows):
-            partial.writerows(rows)
-            f.flush()
-        try:
-            return grade.grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
-                               progress=not args.no_progress, jobs=args.jobs, user=user,
-                               exercises=args.exercises, on_done=written), None
-        except grade.Interrupted as stop:
-            return None, stop
+    def written(rows):
+        if not report:
+            report["file"] = open(out, "w", newline="", encoding="utf-8")
+            report["csv"] = csv.DictWriter(report["file"], fieldnames=grade.COLUMNS, extrasaction="ignore")
+            report["csv"].writeheader()
+        report["csv"].writerows(rows)
+        report["file"].flush()
+    try:
+        return grade.grade(args.path, timeout=args.timeout, memory=int(args.memory * 2**30),
+                           progress=not args.no_progress, jobs=args.jobs, user=user,
+                           exercises=args.exercises, on_done=written), None
+    except grade.Interrupted as stop:
+        return None, stop
+    finally:
+        if report:
+            report["file"].close()
 
 
 def command(args) -> int:
@@ -81,19 +86,9 @@ def command(args) -> int:
         raise grade.GradeError(f"--user: {err}") from None
     if args.exercises != grade.COURSE_NOTEBOOKS and not args.exercises.is_dir():
         raise grade.GradeError(f"--exercises: {args.exercises} is not a folder of notebooks")
-    try:
-        grade.find_class(args.path)     # a bad PATH is refused before the report is begun
-    except OSError as err:
-        raise grade.GradeError(f"cannot read {err.filename or args.path}: {err.strerror or err}") from None
-    try:
-        rows, stop = _grade_into(out, args, user)
-    except BaseException:       # the grader dies: the rows written so far stay, a report of none goes
-        if out.read_text(encoding="utf-8").count("\n") <= 1:
-            out.unlink()
-        raise
+    rows, stop = _grade_into(out, args, user)
     if stop is not None:
         if not stop.rows:
-            out.unlink(missing_ok=True)
             raise KeyboardInterrupt from None    # nothing graded: no report (__main__ says so)
         grade.write_csv(stop.rows, out)
         print(f"interrupted: {stop.done} of {count(stop.total, 'notebook')} graded; partial report: {out} "

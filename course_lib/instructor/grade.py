@@ -124,12 +124,12 @@ def exercise_statuses(exercises: list[Exercise], outcome, nb=None) -> list[tuple
     return rows
 
 
-def reference_exercises(folder) -> dict[str, list[tuple[str, str]]]:
-    """Notebook file name -> its [(exercise, title)], from the instructor edition in `folder`."""
-    found = {}
-    for path in sorted(Path(folder).glob("*.ipynb")):
-        found[path.name] = [(ex.name, ex.title) for ex in expected_exercises(nbformat.read(path, as_version=4))]
-    return found
+def reference_exercises(folder, names) -> dict[str, list[tuple[str, str]]]:
+    """Notebook file name -> its [(exercise, title)], for those of `names` that the instructor
+    edition in `folder` has (only those are read)."""
+    paths = [Path(folder) / name for name in sorted(set(names))]
+    return {path.name: [(ex.name, ex.title) for ex in expected_exercises(nbformat.read(path, as_version=4))]
+            for path in paths if path.is_file()}
 
 
 def hidden_cells(nb) -> str:
@@ -140,13 +140,16 @@ def hidden_cells(nb) -> str:
 
 def _rows(base: dict, nb, outcome, expected) -> list[dict]:
     found = exercise_statuses(expected_exercises(nb), outcome, nb)
-    if expected is not None:    # the instructor edition's exercises, in its order, and no others
+    if expected is not None:    # the instructor edition's exercises, in its order, with its titles, and no others
         by_name = {ex.name: (ex, *rest) for ex, *rest in found}
-        found = [by_name.get(name) or (Exercise(name, title, -1, -1), "missing", "",
-                                       "the notebook has no such exercise: its heading or check cell "
-                                       "was deleted or changed") for name, title in expected]
-        found = [(Exercise(ex.name, title, ex.first_cell, ex.check_cell), *rest)
-                 for (ex, *rest), (_, title) in zip(found, expected)]
+        found = []
+        for name, title in expected:
+            if name in by_name:
+                ex, *rest = by_name[name]
+                found.append((Exercise(name, title, ex.first_cell, ex.check_cell), *rest))
+            else:
+                found.append((Exercise(name, title, -1, -1), "missing", "", "the notebook has no such exercise: "
+                              "its heading or check cell was deleted or changed"))
     hidden = hidden_cells(nb)
     return [{**base, "exercise": ex.name, "title": ex.title, "status": status, "stage": stage,
              "message": message, "hidden": hidden} for ex, status, stage, message in found]
@@ -158,25 +161,24 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
     title) list, or None to read the exercises from the notebook itself. Never raises: a failure of
     the grader's own becomes a row ("grader error")."""
     base = {"learner": learner, "notebook": path.name}
+
+    def whole_notebook(status, message):      # the one row of a notebook that gave no exercise rows
+        return [{**base, "exercise": "", "title": "", "status": status, "stage": "", "hidden": "", "message": message}]
     try:
         try:
             nb = nbformat.read(path, as_version=4)
         except Exception as err:  # nbformat raises several kinds for a broken file
             first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
-            return [{**base, "exercise": "", "title": "", "status": "error", "stage": "", "hidden": "",
-                     "message": f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})"}]
+            return whole_notebook("error", f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})")
         try:
             outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
         except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
-            return [{**base, "exercise": "", "title": "", "status": "error", "stage": "", "hidden": "",
-                     "message": f"the grader could not run it ({type(err).__name__}: {err})"}]
+            return whole_notebook("error", f"the grader could not run it ({type(err).__name__}: {err})")
         base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
         return _rows(base, nb, outcome, expected)
-    except KeyboardInterrupt:
-        raise
     except Exception as err:    # a bug of ours, or a record we did not foresee: this notebook's rows only
-        return [{**base, "exercise": "", "title": "", "status": "grader error", "stage": "", "hidden": "",
-                 "message": f"the grader failed on this notebook ({type(err).__name__}: {str(err)[:300]})"}]
+        return whole_notebook("grader error", f"the grader failed on this notebook ({type(err).__name__}: "
+                                              f"{str(err)[:300]})")
 
 
 def default_jobs() -> int:
@@ -224,10 +226,11 @@ def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = 
     notebook's own); on_done: see grade_notebooks."""
     try:
         learners = find_class(path)
-        expected = reference_exercises(exercises) if exercises is not None and Path(exercises).is_dir() else {}
+        todo = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
+        expected = (reference_exercises(exercises, [nb.name for _, nb in todo])
+                    if exercises is not None and Path(exercises).is_dir() else {})
     except OSError as err:     # a folder it may not list: the request, not a learner's notebook
         raise GradeError(f"cannot read {err.filename or path}: {err.strerror or err}") from None
-    todo = [(learner, nb) for learner, notebooks in learners.items() for nb in notebooks]
     return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done)
 
 
