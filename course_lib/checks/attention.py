@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from . import reference as ref
-from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
+from .core import (case_rng, CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
                    stage, tiered)
 
 __all__ = ["check_stable_softmax", "check_single_head_attention", "check_softmax_backward",
@@ -171,7 +171,7 @@ def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_
 
 @checker("Exercise 3.1", "stable softmax", library=["kernels.softmax_forward"])
 def check_stable_softmax(softmax):
-    rng = np.random.default_rng(31)
+    rng = case_rng(31)
     with stage("shapes"):
         x = np.array([[0.0, 1.0, 2.0], [3.0, 1.0, -1.0]])
         expect_shape(_run(softmax, x), (2, 3), hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
@@ -279,7 +279,7 @@ def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
 @checker("Exercise 3.2", "single-head attention",
          library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_single_head_attention(attention):
-    rng = np.random.default_rng(32)
+    rng = case_rng(32)
     with stage("returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)"):
         # T_q = 3 queries, T_k = 5 keys, D = 4, D_v = 2: different sizes make transposes visible
         Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
@@ -376,7 +376,7 @@ def _check_smb_case(fn, dy, y, rtol=1e-6, atol=1e-9):
 def _square_probe(fn):
     """What the learner's softmax backward does on square (K, K) input, where a one-row formula
     applied to a matrix runs without error: the hint of the mistake it reproduces, or None."""
-    rng = np.random.default_rng(330)
+    rng = case_rng(330)
     dy, y = rng.standard_normal((3, 3)), ref.softmax(rng.standard_normal((3, 3)))
     try:
         with np.errstate(all="ignore"):
@@ -393,7 +393,7 @@ def _square_probe(fn):
 
 @checker("Exercise 3.4", "softmax backward", library=["kernels.softmax_backward"])
 def check_softmax_backward(fn):
-    rng = np.random.default_rng(33)
+    rng = case_rng(33)
     with stage("shapes"):
         y = ref.softmax(rng.standard_normal((2, 3)))
         try:
@@ -547,7 +547,7 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
 @checker("Exercise 3.6", "single-head attention backward",
          library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_single_head_attention_backward(fn):
-    rng = np.random.default_rng(34)
+    rng = case_rng(34)
     with stage("returns (dQ, dK, dV) with the shapes of Q, K, V"):
         # T_q = 3, T_k = 5, D = 4, D_v = 2: different sizes make transposes visible
         Q, K, V = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))

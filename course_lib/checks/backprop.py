@@ -23,7 +23,7 @@ names the one it matches.
 """
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_float64, expect_shape,
+from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, expect_float64, expect_shape,
                    stage)
 
 __all__ = ["check_two_layer_mlp", "check_fork_backward"]
@@ -229,7 +229,7 @@ def _random_net(rng, N, I, F, O, dtype=np.float64):
 def check_two_layer_mlp(mlp_forward, mlp_backward):
     if not callable(mlp_backward):
         raise CheckFailed("pass both functions: check_two_layer_mlp(mlp_forward, mlp_backward)")
-    rng = np.random.default_rng(92)
+    rng = case_rng(92)
     s = SEED
     seed_net = (s["x"], s["W1"], s["b1"], s["W2"], s["b2"])
     x, W1, b1, W2, b2, dout = _random_net(rng, 5, 3, 4, 2)
@@ -318,7 +318,7 @@ def _check_fork_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
 
 @checker("Exercise 9.3", "a fork that accumulates")
 def check_fork_backward(fork_backward):
-    rng = np.random.default_rng(93)
+    rng = case_rng(93)
     with stage("shapes"):
         x, W, dy = rng.standard_normal((5, 3)), rng.standard_normal((3, 3)), rng.standard_normal((5, 3))
         got = _tuple(_run(fork_backward, dy, x, W), ["dx", "dW"], "fork_backward(dy, x, W)")

@@ -151,8 +151,29 @@ def checker(exercise, title, library=()):
             result = _run(body, exercise, title, fn, args, kwargs, library)
             _record(result, title)
             return result
+        run.exercise, run.library = exercise, library
         return run
     return wrap
+
+
+_fresh = {"seed": None}
+
+
+def case_rng(seed):
+    """The generator of a checker's random cases: seeded with `seed`, the same in every run, so
+    that a notebook prints the same report; within fresh_cases(secret), seeded with the secret
+    too (the grader's cases, which no learner's code has seen)."""
+    return np.random.default_rng(seed if _fresh["seed"] is None else [_fresh["seed"], seed])
+
+
+@contextlib.contextmanager
+def fresh_cases(secret):
+    """Random cases drawn from `secret` (a non-negative int) inside: see case_rng."""
+    _fresh["seed"] = secret
+    try:
+        yield
+    finally:
+        _fresh["seed"] = None
 
 
 def _run(body, exercise, title, fn, args, kwargs, library=()):
@@ -232,7 +253,11 @@ def call(fn, *args, **kwargs):
 
 
 def _learner_frame(e):
-    """The last frame of the traceback in the learner's code (not in course_lib or a library)."""
+    """The last frame of the traceback in the learner's code (not in course_lib or a library);
+    for a function that ran in the grading sandbox, the line it sent (channel.py)."""
+    line = getattr(e, "learner_line", None)
+    if line is not None:
+        return traceback.FrameSummary("<cell>", line[0], "", line=line[1])
     frames = traceback.extract_tb(e.__traceback__)
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     own = [f for f in frames if not os.path.abspath(f.filename).startswith(package)
@@ -527,6 +552,17 @@ def names_used(code):
         if inspect.iscode(const):
             names |= names_used(const)
     return names
+
+
+def learner_helpers(fn, names):
+    """{name: function} for those of `names` that the learner's fn calls and defines in its notebook
+    (read from its code; a function run in the grading sandbox says which it calls: `uses`)."""
+    if hasattr(fn, "uses"):
+        return {n: fn.uses[n] for n in names if callable(fn.uses.get(n))}
+    fn = inspect.unwrap(fn)           # the learner's own function, not a checker's wrapper
+    code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    used = names_used(code) if code is not None else set()
+    return {n: found[n] for n in names if n in used and callable(found.get(n))}
 
 
 def check_quietly(fn, check, exercise, own, *helpers):

@@ -16,7 +16,7 @@ dtype.
 import numpy as np
 
 from ..task import encode
-from .core import call, checker, diagnose, expect_shape, stage
+from .core import case_rng, call, checker, diagnose, expect_shape, stage
 
 __all__ = ["check_embed", "check_embed_backward", "check_sinusoidal"]
 
@@ -51,7 +51,7 @@ def _lookup_mistakes(tokens, E):
 
 @checker("Exercise 2.1", "embedding lookup", library=["kernels.embedding_forward"])
 def check_embed(fn):
-    rng = np.random.default_rng(21)
+    rng = case_rng(21)
     with stage("shapes"):
         tokens = _int_tokens([[1, 0, 4], [3, 3, 2]])
         E = rng.standard_normal((5, 4))
@@ -119,7 +119,7 @@ def _check_backward_case(fn, tokens, dX, V):
 
 @checker("Exercise 2.3", "embedding backward", library=["kernels.embedding_backward"])
 def check_embed_backward(fn):
-    rng = np.random.default_rng(22)
+    rng = case_rng(22)
     with stage("shapes"):
         tokens = _int_tokens([[1, 0, 4], [3, 5, 2]])
         out = call(fn, tokens, rng.standard_normal((2, 3, 4)), 6)

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .core import (CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
+from .core import (case_rng, CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
                    expect_shape, stage, tiered)
 
 __all__ = ["check_linear_backward", "check_relu_backward", "check_gelu", "check_block_forward"]
@@ -96,7 +96,7 @@ def _shape_hint(dy, x, W):
 
 def _square_probe(fn):
     """On square inputs (N = I = O = 3) a product in the wrong order runs: name the mistake it makes."""
-    rng = np.random.default_rng(620)
+    rng = case_rng(620)
     dy, x, W = (rng.standard_normal((3, 3)) for _ in range(3))
     try:
         with np.errstate(all="ignore"):
@@ -150,7 +150,7 @@ def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
 
 @checker("Exercise 6.2", "linear backward", library=["kernels.linear_backward"])
 def check_linear_backward(fn):
-    rng = np.random.default_rng(62)
+    rng = case_rng(62)
     with stage("returns (dx, dW, db) with the shapes of x, W, b"):
         # N = 5 rows, I = 3 inputs, O = 4 outputs: a product in the wrong order cannot be formed
         dy, x, W = rng.standard_normal((5, 4)), rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
@@ -233,7 +233,7 @@ def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
 
 @checker("Exercise 6.3", "ReLU backward", library=["kernels.relu_backward"])
 def check_relu_backward(fn):
-    rng = np.random.default_rng(63)
+    rng = case_rng(63)
     with stage("shapes"):
         out = _run(fn, rng.standard_normal((2, 5)), rng.standard_normal((2, 5)))
         expect_shape(out, (2, 5), hint="dh has the shape of h (and of dy)")
@@ -314,7 +314,7 @@ def _check_gelu_case(fn, h, rtol=1e-9, atol=1e-12):
 
 
 def _gelu_forward_stages(fn):
-    rng = np.random.default_rng(64)
+    rng = case_rng(64)
     with stage("GELU forward: shapes"):
         expect_shape(_run(fn, rng.standard_normal((3, 4))), (3, 4),
                      hint="GELU acts element by element: y has the shape of h")
@@ -402,7 +402,7 @@ def _check_gelu_back_case(fn, dy, h, rtol=1e-9, atol=1e-12):
 
 
 def _gelu_backward_stages(fn):
-    rng = np.random.default_rng(66)
+    rng = case_rng(66)
     with stage("GELU backward: shapes"):
         expect_shape(_run(fn, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))), (3, 4),
                      hint="dh has the shape of h (and of dy)")
@@ -441,7 +441,7 @@ def check_gelu(forward, backward):
 def _sublayers(C, seed):
     """Stand-ins for the block's four sublayers, (T, C) -> (T, C), all different and non-linear,
     so that every wrong order or missing residual gives a different result."""
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)
     A = rng.standard_normal((C, C)) / np.sqrt(C)
     W1, W2 = rng.standard_normal((C, 2 * C)) / np.sqrt(C), rng.standard_normal((2 * C, C)) / np.sqrt(2 * C)
     b1 = 0.1 * rng.standard_normal(2 * C)
@@ -569,7 +569,7 @@ def _check_block_case(fn, x, norm, seed):
 
 @checker("Exercise 6.6", "one block, forward")
 def check_block_forward(fn):
-    rng = np.random.default_rng(67)
+    rng = case_rng(67)
     with stage("shapes"):
         x = rng.standard_normal((5, 6))
         expect_shape(_run(fn, x, *_sublayers(6, 0), "post"), (5, 6), hint="a block maps (T, C) to (T, C)")

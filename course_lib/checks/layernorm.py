@@ -24,7 +24,7 @@ structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_float64,
+from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_float64,
                    expect_shape, stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
@@ -212,7 +212,7 @@ def _expect_forward_shapes(y, xhat, rstd, N, C):
 
 @checker("Exercise 5.1", "LayerNorm forward", library=["kernels.layernorm_forward"])
 def check_layernorm_forward(fn):
-    rng = np.random.default_rng(51)
+    rng = case_rng(51)
     with stage("returns (y, xhat, rstd) with shapes (N, C), (N, C), (N,)"):
         x = rng.standard_normal((3, 5))
         _check_forward_case(fn, x, np.ones(5), np.zeros(5), 1e-5, values=False)
@@ -369,7 +369,7 @@ def _inputs(rng, N, C, gamma=None, scale=2.0, offset=0.0):
 
 @checker("Exercise 5.3", "LayerNorm backward", library=["kernels.layernorm_backward"])
 def check_layernorm_backward(fn):
-    rng = np.random.default_rng(53)
+    rng = case_rng(53)
     with stage("returns (dx, dgamma, dbeta) with shapes (N, C), (C,), (C,)"):
         _check_backward_case(fn, *_inputs(rng, 3, 5), values=False)
     with stage("hand-checkable case"):

@@ -14,13 +14,12 @@ result reproduces. Exercises 4.4 and 4.6 first run the checks of 4.1 and 4.2 on 
 own split_heads, merge_heads and apply_causal_mask, those the function calls, so that a bug
 there is named there.
 """
-import inspect
 
 import numpy as np
 
 from . import reference as ref
-from .core import (CheckFailed, call, check_quietly, checker, diagnose, expect_arrays, expect_finite,
-                   expect_shape, float_dtype, names_used, stage, tiered)
+from .core import (case_rng, CheckFailed, call, check_quietly, checker, diagnose, expect_arrays, expect_finite,
+                   expect_shape, float_dtype, learner_helpers, stage, tiered)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
            "check_multihead_attention_backward"]
@@ -107,11 +106,7 @@ def _own_helpers_first(fn):
     """Exercises 4.4 and 4.6 run on the learner's own split_heads, merge_heads (Exercise 4.1)
     and apply_causal_mask (Exercise 4.2), when fn calls them: check those first, quietly, so
     that a bug there is named there and not as a bug of fn."""
-    fn = inspect.unwrap(fn)           # the learner's own function, not a checker's wrapper
-    code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
-    used = names_used(code) if code is not None else set()
-    own = {n: found[n] for n in ("split_heads", "merge_heads", "apply_causal_mask")
-           if n in used and callable(found.get(n))}
+    own = learner_helpers(fn, ("split_heads", "merge_heads", "apply_causal_mask"))
     if not own:
         return
     name = getattr(fn, "__name__", "function")
@@ -187,7 +182,7 @@ def _check_split_case(split_heads, merge_heads, X, H):
 
 @checker("Exercise 4.1", "split and merge heads")
 def check_split_merge_heads(split_heads, merge_heads=None):
-    rng = np.random.default_rng(41)
+    rng = case_rng(41)
     if not callable(merge_heads):
         raise CheckFailed("pass both functions: check_split_merge_heads(split_heads, merge_heads)")
     with stage("shapes"):
@@ -269,7 +264,7 @@ def _check_mask_case(fn, S):
 
 @checker("Exercise 4.2", "causal mask")
 def check_causal_mask(apply_causal_mask):
-    rng = np.random.default_rng(42)
+    rng = case_rng(42)
     with stage("shapes"):
         S = rng.standard_normal((3, 3))
         expect_shape(_run(apply_causal_mask, S), (3, 3), what="apply_causal_mask(S)",
@@ -402,7 +397,7 @@ def _weights(rng, C, scale=1.0):
 @checker("Exercise 4.4", "multi-head attention",
          library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_multihead_attention(multihead_attention):
-    rng = np.random.default_rng(44)
+    rng = case_rng(44)
     _own_helpers_first(multihead_attention)
     with stage("returns (y, A) with shapes (B, T, C) and (B, H, T, T)"):
         x = rng.standard_normal((2, 3, 8))
@@ -545,7 +540,7 @@ def _bwd_case(rng, B, T, C, H, causal, scale=1.5, dtype=np.float64):
 @checker("Exercise 4.6", "multi-head attention backward",
          library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_multihead_attention_backward(multihead_attention_backward):
-    rng = np.random.default_rng(46)
+    rng = case_rng(46)
     fn = multihead_attention_backward
     _own_helpers_first(fn)
     with stage("returns (dx, dW_q, dW_k, dW_v, dW_o) with the shapes of x and the weights"):

@@ -11,7 +11,7 @@ result is wrong, the checker computes the usual mistakes and names the one that 
 import numpy as np
 
 from ..config import ModelConfig
-from .core import CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
+from .core import case_rng, CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
 from .library import Solution
 
 __all__ = ["check_param_count", "check_tied_embedding_grad"]
@@ -297,7 +297,7 @@ def _tied_case(rng, B, T, V, C, tokens=None):
 
 @checker("Exercise 7.2", "tied embedding gradient")
 def check_tied_embedding_grad(tied_grad):
-    rng = np.random.default_rng(73)
+    rng = case_rng(73)
     with stage("shapes"):          # the shape only: values start with the hand case
         _tied_result(tied_grad, *_tied_case(rng, 2, 3, 7, 4, tokens=[[0, 1, 2], [3, 4, 5]]))
     with stage("hand-checkable case: one sequence, distinct tokens"):

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from .reference import softmax
-from .core import (CheckFailed, as_array, call, checker, diagnose, dtype_hint, expect_shape, show_digits,
+from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, dtype_hint, expect_shape, show_digits,
                    stage, tiered)
 from .library import Solution
 
@@ -170,7 +170,7 @@ def check_char_windows(char_windows):
         text = "And God said, Let there be light: and there was light."
         _check_windows_case(char_windows, text, [0, len(text) - 7], 6)
     with stage("random windows"):
-        rng = np.random.default_rng(121)
+        rng = case_rng(121)
         text = "".join(rng.choice(list("abcdefgh ,.\n"), size=300))
         _check_windows_case(char_windows, text, rng.integers(0, 300 - 17, size=8), 16)
 
@@ -365,7 +365,7 @@ def check_baselines(count_baselines):
     with stage("a character never seen in training"):
         _check_baseline_case(count_baselines, np.array([0, 1, 1, 0, 1]), np.array([2, 0, 2]), 3)
     with stage("random ids"):
-        rng = np.random.default_rng(123)
+        rng = case_rng(123)
         for n, V in ((200, 5), (1000, 30)):
             ids = rng.integers(0, V, size=n)
             _check_baseline_case(count_baselines, ids[:9 * n // 10], ids[9 * n // 10:], V)

@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from .. import task
-from .core import (CheckFailed, as_array, call, checker, diagnose, expect_close, short_repr, show_digits,
+from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, expect_close, short_repr, show_digits,
                    expect_value_error, foreign_array, low_precision, run_stages, stage)
 from .library import Solution
 
@@ -549,7 +549,7 @@ def _gradient_default_step(fn):
 
 
 def _gradient_in_2d(fn):
-    rng = np.random.default_rng(1)
+    rng = case_rng(1)
     x = rng.standard_normal((3, 4))
     c = rng.standard_normal((3, 4))
     f = lambda: float(np.sum(np.tanh(x) * c))       # noqa: E731

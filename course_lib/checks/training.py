@@ -31,12 +31,11 @@ Conventions, stated in the notebook and fixed here:
 Expected values come from float64 formulas written here, never from the learner's function;
 a wrong result is compared with the usual mistakes, and the hint names the one it matches.
 """
-import inspect
 
 import numpy as np
 
-from .core import (CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite, expect_float64,
-                   expect_shape, foreign_array, low_precision, names_used, short_repr, show_digits, stage, tiered)
+from .core import (case_rng, CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite, expect_float64,
+                   expect_shape, foreign_array, low_precision, learner_helpers, short_repr, show_digits, stage, tiered)
 from .library import Solution
 from .reference import adam_moments, adam_step
 
@@ -120,7 +119,7 @@ def _momentum_case(fn, p, g, vel, lr, mu):
 
 @checker("Exercise 11.2", "SGD with momentum", library=["optim.sgd_update"])
 def check_sgd_momentum_step(fn):
-    rng = np.random.default_rng(11)
+    rng = case_rng(11)
     with stage("returns (new_param, new_velocity), shaped like param"):
         p, g, vel = (rng.standard_normal((3, 4)) for _ in range(3))
         _unpack(_call_quiet(fn, p, g, vel, 0.1, 0.9), ("new_param", "new_velocity"),
@@ -257,7 +256,7 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
 @checker("Exercise 11.4", "Adam step with bias correction",
          library=["optim.adam_update", "optim.adam_update_all"])
 def check_adam_step(fn):
-    rng = np.random.default_rng(113)
+    rng = case_rng(113)
     betas = (0.9, 0.999)
     with stage("returns (new_param, m, v), each shaped like param"):
         p, g = rng.standard_normal((2, 3, 4))
@@ -394,7 +393,7 @@ def _clip_case(fn, grads, max_norm, values=True):
 @checker("Exercise 11.5", "clipping by the global norm",
          library=["optim.clip_grad_norm", "optim.global_norm"])
 def check_clip_by_global_norm(fn):
-    rng = np.random.default_rng(114)
+    rng = case_rng(114)
     with stage("returns (clipped, norm): a dict like grads and one number"):
         _clip_case(fn, {"w": rng.standard_normal((3, 4)), "b": rng.standard_normal(4)}, 1.0,
                    values=False)
@@ -552,10 +551,7 @@ _STEP_HINTS = {
 def _loop_helpers_first(fn):
     """The loop runs on the learner's adam_step (Exercise 11.4) and clip_by_global_norm (11.5)
     when it calls them: check those first, quietly, so that a bug there is named there."""
-    fn = inspect.unwrap(fn)
-    code, found = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
-    used = names_used(code) if code is not None else set()
-    own = {n: found[n] for n in _HELPERS if n in used and callable(found.get(n))}
+    own = learner_helpers(fn, _HELPERS)
     if not own:
         return
     name = getattr(fn, "__name__", "function")

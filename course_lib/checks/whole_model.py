@@ -40,7 +40,7 @@ import numpy as np
 
 from ..block import Block
 from ..config import ModelConfig
-from .core import (FLOAT64_SOURCES, CheckFailed, NotDone, as_array, call, checker, diagnose,
+from .core import (case_rng, FLOAT64_SOURCES, CheckFailed, NotDone, as_array, call, checker, diagnose,
                    expect_shape, float_dtype, low_precision, stage, tiered)
 from .library import Solution
 
@@ -134,7 +134,7 @@ def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False,
 # ----------------------------------------------------------------------------------------
 
 def _block_case(seed, B, T, C, H, F, dtype="float64"):
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)
     p = {}
     for w in "qkvo":
         p["attn.w_" + w] = rng.normal(0, C ** -0.5, (C, C))
@@ -340,7 +340,7 @@ def _models():
 
 
 def _problems(seed, B, T):
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)
     tokens = rng.integers(0, 20, (B, T))
     targets = np.full((B, T), -100)
     targets[:, -1] = rng.integers(2, 12, B)
@@ -449,7 +449,7 @@ def _expect_one_gradient_per_parameter(grads, model):
 def _perturb_norms(model, seed):
     """Every LayerNorm's gamma and beta (ln_f's too) away from a fresh model's 1 and 0, so that
     a gamma left out of a LayerNorm's backward shows (as in the block checker)."""
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)
     for k, v in model.params.items():
         if k.endswith(".gamma"):
             v[...] = 1 + 0.5 * rng.standard_normal(v.shape)
@@ -521,6 +521,6 @@ def check_model_backward(model_backward):
     with stage("edge cases (T < seq_len, every position scored, one sequence)"):
         _check_model_case(model_backward, gpt, *_problems(113, 3, 5), seed=3)
         tokens, _ = _problems(114, 2, 8)
-        every = np.random.default_rng(114).integers(0, 20, (2, 8))
+        every = case_rng(114).integers(0, 20, (2, 8))
         _check_model_case(model_backward, post, tokens, every, seed=4)
         _check_model_case(model_backward, gpt, *_problems(115, 1, 8), seed=5)

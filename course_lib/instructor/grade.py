@@ -4,11 +4,12 @@
     python -m course_lib grade [NOTEBOOKS] --gradescope autograder.zip   (see gradescope_bundle.py)
 
 PATH is one notebook, a folder of one learner's notebooks (learner = the folder's name),
-or a folder with one sub-folder per learner. Each notebook runs top to bottom in a
-scratch copy, in a kernel of its own, with time and memory limits (see sandbox.py);
---jobs of them at a time (each waits on its kernel: threads suffice). The report is in the
-same order whatever --jobs is. Ctrl-C stops every kernel and writes the rows of the
-notebooks graded so far.
+or a folder with one sub-folder per learner. For each notebook a judge runs the checkers and a
+sandbox the learner's exercise cells, one exercise at a time, with time and memory limits (see
+sandbox.py: the learner's code never runs in the process that decides the grade); --jobs
+notebooks at a time (each waits on its judge: threads suffice). The report is in the same
+order whatever --jobs is. Ctrl-C stops every judge and writes the rows of the notebooks
+graded so far.
 
 The exercises expected in a notebook are those of the instructor edition of the same name
 (`exercises`: the course's notebooks/ folder by default), so that a learner who deletes an
@@ -18,13 +19,15 @@ markdown heading `### Exercise N.k: title`, then the stub/solution code cell(s),
 code cell that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with
 a status:
 
-    passed / failed / not done   what the checker recorded ($COURSE_LIB_RESULTS; the last call wins)
-    library call                 the checker found that the learner's function calls course_lib's
-                                 own version of the exercise (the message names it): not a pass
-    error                        the notebook stopped inside the exercise's cells (raised, time or
-                                 memory limit), so the checker had nothing to say
-    not reached                  the checker never ran: an earlier cell stopped the notebook, the
-                                 check cell no longer calls it, or it is tagged skip-execution
+    passed / failed / not done   what the checker found, on the notebook's cases, then (to pass)
+                                 on fresh random cases drawn for this run (stage "... (the
+                                 grader's fresh random cases)" when only those fail)
+    library call                 the learner's function calls course_lib's own version of the
+                                 exercise (the message names it), absent while grading: not a pass
+    error                        the exercise's cells raised, or ran into the time or memory
+                                 limit, or define no such function: the checker had nothing to call
+    not reached                  the checker never ran: its check cell is tagged skip-execution,
+                                 or the notebook's time ran out before it
     missing                      the instructor edition has this exercise, the learner's notebook not
     grader error                 the grader itself failed on this notebook (the message says how)
 
@@ -41,7 +44,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from . import sandbox
+from . import isolation, sandbox
 from .._words import count
 from ..checks.core import LIBRARY_CALL
 from .exercises import Exercise, expected_exercises
@@ -86,41 +89,23 @@ def find_class(path) -> dict[str, list[Path]]:
     return learners
 
 
-def _from_record(record) -> tuple[str, str, str]:
-    status = record.get("status")
-    if status not in ("passed", "failed", "not done", LIBRARY_CALL):
-        return "error", "", f"the checker recorded an unknown status {status!r}"
-    message = record.get("message") or ""
-    if record.get("hint"):
-        message += f" Hint: {record['hint']}"
-    return status, record.get("stage") or "", message
-
-
-def _skipped(nb, index: int) -> bool:
-    return nb is not None and "skip-execution" in nb.cells[index].get("metadata", {}).get("tags", [])
-
-
-def exercise_statuses(exercises: list[Exercise], outcome, nb=None) -> list[tuple[Exercise, str, str, str]]:
-    """(exercise, status, stage, message) for each exercise found in the notebook `nb`, then any
-    other recorded one."""
-    last = {r["exercise"]: r for r in outcome.records}   # a check re-run later in the notebook wins
-    rows = []
+def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise, str, str, str]]:
+    """(exercise, status, stage, message) for each exercise found in the learner's notebook: the
+    judge's row, or, where the judge ended before it, why."""
+    judged = {r["exercise"]: r for r in outcome.rows}
+    statuses = ("passed", "failed", "not done", LIBRARY_CALL, "error", "not reached")
+    rows, first = [], True
     for ex in exercises:
-        record = last.pop(ex.name, None)
-        stopped = outcome.stopped_at
-        if record is not None:
-            rows.append((ex, *_from_record(record)))
-        elif _skipped(nb, ex.check_cell):
-            rows.append((ex, "not reached", "", f"its check cell (cell {ex.check_cell}) is tagged "
-                                                f"skip-execution: it never ran"))
-        elif outcome.reason and (stopped is None or ex.first_cell <= stopped <= ex.check_cell):
-            rows.append((ex, "error", "", outcome.reason))
-        elif outcome.reason and stopped < ex.first_cell:
-            rows.append((ex, "not reached", "", f"the notebook stopped before it: {outcome.reason}"))
-        else:
-            rows.append((ex, "not reached", "", f"cell {ex.check_cell} ran but did not call the checker"))
-    for name, record in last.items():
-        rows.append((Exercise(name, record.get("title") or "", -1, -1), *_from_record(record)))
+        row = judged.get(ex.name)
+        if row is not None and row["status"] in statuses:
+            rows.append((ex, row["status"], row["stage"], row["message"]))
+        elif row is not None:
+            rows.append((ex, "grader error", "", f"the judge gave an unknown status {row['status']!r}"))
+        else:       # the judge ended before it: the first such exercise is where it stopped
+            reason = outcome.reason or "the judge ended without grading it"
+            rows.append((ex, "error", "", reason) if first else
+                        (ex, "not reached", "", f"grading stopped before it: {reason}"))
+            first = False
     return rows
 
 
@@ -139,7 +124,9 @@ def hidden_cells(nb) -> str:
 
 
 def _rows(base: dict, nb, outcome, expected) -> list[dict]:
-    found = exercise_statuses(expected_exercises(nb), outcome, nb)
+    graded = {r["exercise"] for r in outcome.rows}
+    found = [f for f in exercise_statuses(expected_exercises(nb), outcome)
+             if expected is None or f[0].name in graded or f[0].name in dict(expected)]
     if expected is not None:    # the instructor edition's exercises, in its order, with its titles, and no others
         by_name = {ex.name: (ex, *rest) for ex, *rest in found}
         found = []
@@ -156,10 +143,11 @@ def _rows(base: dict, nb, outcome, expected) -> list[dict]:
 
 
 def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None,
-                   expected: list[tuple[str, str]] | None = None) -> list[dict]:
+                   expected: list[tuple[str, str]] | None = None, reference: Path | None = None) -> list[dict]:
     """The report rows of one learner's notebook; expected: the instructor edition's (exercise,
-    title) list, or None to read the exercises from the notebook itself. Never raises: a failure of
-    the grader's own becomes a row ("grader error")."""
+    title) list, or None to read the exercises from the notebook itself; reference: the instructor
+    edition's notebook, whose check cells name each exercise's checker. Never raises: a failure
+    of the grader's own becomes a row ("grader error")."""
     base = {"learner": learner, "notebook": path.name}
 
     def whole_notebook(status, message):      # the one row of a notebook that gave no exercise rows
@@ -171,7 +159,7 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
             first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
             return whole_notebook("error", f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})")
         try:
-            outcome = sandbox.run_notebook(path, timeout=timeout, memory=memory, user=user)
+            outcome = sandbox.run_notebook(path, reference, timeout=timeout, memory=memory, user=user)
         except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
             return whole_notebook("error", f"the grader could not run it ({type(err).__name__}: {err})")
         base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
@@ -191,31 +179,45 @@ def default_jobs() -> int:
 
 def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, jobs: int = 1,
                     progress: bool = True, user=None, expected: dict | None = None,
-                    on_done=None) -> list[dict]:
+                    on_done=None, exercises=COURSE_NOTEBOOKS) -> list[dict]:
     """The rows of each (learner, notebook) of `todo`, in that order, `jobs` notebooks at a time.
     expected: notebook file name -> the instructor edition's [(exercise, title)] (reference_exercises);
-    on_done(rows): called with each notebook's rows as it finishes. Ctrl-C: every kernel stops,
+    exercises: the instructor edition's folder (its check cells name the checkers), or None;
+    on_done(rows): called with each notebook's rows as it finishes. Ctrl-C: every judge stops,
     and Interrupted carries the rows of the notebooks done."""
     sandbox.resume()
     done = [None] * len(todo)
     expected = expected or {}
-    with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
-            ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name)): i
-                   for i, (learner, nb) in enumerate(todo)}
-        try:
-            for future in as_completed(futures):
-                i = futures[future]
-                done[i] = future.result()
-                if on_done is not None:
-                    on_done(done[i])
-                bar.update()
-                bar.set_postfix_str(f"{todo[i][0]}/{todo[i][1].name}")
-        except KeyboardInterrupt:
-            sandbox.stop_all()   # the running notebooks end at once, the others never start
-            pool.shutdown(wait=True, cancel_futures=True)
-            kept = [rows for rows in done if rows is not None]
-            raise Interrupted([r for rows in kept for r in rows], len(kept), len(todo)) from None
+
+    def reference(nb: Path):
+        path = Path(exercises) / nb.name if exercises is not None else None
+        return path if path is not None and path.is_file() else None
+    try:
+        with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
+                ThreadPoolExecutor(max_workers=jobs) as pool:
+            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, reference, on_done)
+    finally:
+        if user and isolation.mode(user) == "user":
+            isolation.kill_user(user[0])     # what a learner's code left running as that user
+
+
+def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, reference, on_done):
+    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name),
+                           reference(nb)): i
+               for i, (learner, nb) in enumerate(todo)}
+    try:
+        for future in as_completed(futures):
+            i = futures[future]
+            done[i] = future.result()
+            if on_done is not None:
+                on_done(done[i])
+            bar.update()
+            bar.set_postfix_str(f"{todo[i][0]}/{todo[i][1].name}")
+    except KeyboardInterrupt:
+        sandbox.stop_all()   # the running notebooks end at once, the others never start
+        pool.shutdown(wait=True, cancel_futures=True)
+        kept = [rows for rows in done if rows is not None]
+        raise Interrupted([r for rows in kept for r in rows], len(kept), len(todo)) from None
     return [r for rows in done for r in rows]
 
 
@@ -231,7 +233,7 @@ def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = 
                     if exercises is not None and Path(exercises).is_dir() else {})
     except OSError as err:     # a folder it may not list: the request, not a learner's notebook
         raise GradeError(f"cannot read {err.filename or path}: {err.strerror or err}") from None
-    return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done)
+    return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done, exercises)
 
 
 def check_out(out: Path, example: str) -> None:

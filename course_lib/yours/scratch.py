@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..instructor import limits
-from ..instructor.sandbox import kernel_env
+from ..instructor.sandbox import package_env
 from . import cells
 
 _LAUNCHER = limits.launcher_code("from course_lib.yours.scratch import main; main(sys.argv[2])")
@@ -146,7 +146,7 @@ def _run_process(request_path, private, timeout, memory, progress):
     """None when the process ended normally, else why it stopped (a phrase)."""
     scratch = Path(private) / "work"
     scratch.mkdir(exist_ok=True)
-    env = kernel_env(Path(private) / "records.jsonl", None)
+    env = package_env()
     proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(int(memory)), str(request_path)], cwd=scratch,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=None if progress else subprocess.PIPE, start_new_session=True)

@@ -1,0 +1,116 @@
+"""Start the process that runs a learner's code while it is graded, as cut off as this machine allows.
+
+    process = start_worker(lib, scratch, memory=4 * 2**30, user=None)   # a subprocess.Popen
+    # its stdin and stdout are the channel; kill_tree(process.pid) ends it and all it started
+
+Three ways, the best first (book/instructors.md has the table):
+- bubblewrap (`bwrap`, Linux, where user namespaces are allowed): new user, PID, IPC, network,
+  UTS and cgroup namespaces; a file system of only the system's and Python's folders (read-only),
+  the sandbox's course_lib and its scratch folder, and a private /tmp: the class folder, the
+  instructor notebooks, course_lib's own sources and the other sandboxes do not exist in it. Its
+  first process is PID 1 of its namespace: when it ends, the kernel ends every process it started;
+  and it dies with the judge that started it (--die-with-parent).
+- `user` (root only, where bwrap cannot run, as in a Docker container such as Gradescope's): the
+  process runs as that user, which can write only its scratch folder and world-writable places,
+  and whose processes are all killed when it ends (kill_user).
+- neither: a process of the grader's own user, in a session of its own (killed as a group):
+  protection from accidents (an endless loop, a runaway allocation), not from intent.
+Memory: RLIMIT_AS where Linux enforces it, else limits.MemoryWatch from the judge.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from . import limits
+
+# set the limits (limits.py), become the user if asked (root only), then run the worker
+_LAUNCHER = limits.launcher_code(
+    "import os; uid, gid = map(int, sys.argv[2:4])\n"
+    "if uid >= 0:\n"
+    "    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
+    "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap() -> str | None:
+    """The bwrap program, if it is installed and may make namespaces here (not in every container)."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return None
+    try:
+        subprocess.run([path, *_namespaces(), "--ro-bind", "/", "/", "true"], check=True,
+                       capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path
+
+
+def _namespaces() -> list[str]:
+    return ["--unshare-all", "--die-with-parent", "--new-session"]
+
+
+def _system_folders() -> list[str]:
+    """Folders that Python, NumPy and Numba need, read-only: the system's and this Python's."""
+    wanted = {"/usr", "/etc", "/opt", sys.prefix, sys.base_prefix, sys.exec_prefix,
+              *site.getsitepackages(), site.getusersitepackages()}
+    wanted |= {str(Path(p).resolve()) for p in wanted}
+    return sorted(p for p in wanted if p and Path(p).is_dir())
+
+
+def _bwrap_command(lib: Path, scratch: Path) -> list[str]:
+    command = [bwrap(), *_namespaces(), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if Path(top).is_symlink():                         # merged /usr: /lib -> usr/lib
+            command += ["--symlink", os.readlink(top), top]
+        elif Path(top).is_dir():
+            command += ["--ro-bind", top, top]
+    for folder in _system_folders():
+        command += ["--ro-bind", folder, folder]
+    return command + ["--bind", str(lib), str(lib), "--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+
+
+def mode(user) -> str:
+    """How the workers will be cut off: "bwrap", "user" or "none"."""
+    return "bwrap" if bwrap() else ("user" if user else "none")
+
+
+def start_worker(lib: Path, scratch: Path, memory: int, user=None) -> subprocess.Popen:
+    """Start the worker on the sandbox's course_lib (the folder `lib` holds it), in `scratch`.
+    user: (uid, gid) to run as where bwrap cannot run (root only), or None."""
+    uid, gid = user if (user and not bwrap()) else (-1, -1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_LIB_RESULTS", "PYTHON"))}
+    env.update(PYTHONPATH=str(lib), HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="agg",
+               PYTHONDONTWRITEBYTECODE="1", NUMBA_CACHE_DIR=str(scratch / ".numba"))
+    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory), str(uid), str(gid)]
+    if bwrap():
+        command = _bwrap_command(lib, scratch) + command
+    elif uid >= 0:
+        for path in [lib, scratch, *lib.rglob("*"), *scratch.rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=scratch, env=env, start_new_session=True)
+
+
+def end(process: subprocess.Popen) -> None:
+    """Kill the worker and everything it started (in bwrap, all of its PID namespace; otherwise
+    its process group: what left the group is ended by kill_user when grading ends)."""
+    limits.kill_tree(process.pid)
+    process.wait()
+
+
+def kill_user(uid: int) -> None:
+    """Kill every process of the user `uid` (the sandboxes' own user: nothing else runs as it)."""
+    for p in psutil.process_iter(["uids"]):
+        try:
+            if p.info["uids"] and p.info["uids"].real == uid:
+                p.kill()
+        except psutil.Error:
+            pass

@@ -1,0 +1,247 @@
+"""Grade one learner's notebook: the checkers run here, the learner's code in a sandbox.
+
+    python -m course_lib.instructor.judge REQUEST_JSON     (grade.py starts it, one per notebook)
+
+The judge is trusted (it runs as the grader's user and imports the real course_lib). For each
+exercise of the learner's notebook, in order:
+
+    judge ──channel (stdin/stdout: JSON and .npy, no pickle)──> worker, in a sandbox (isolation.py)
+      the worker runs the notebook's exercise cells up to this one, on a course_lib without
+      this exercise's solution (stripped.py), and answers calls of the learner's functions;
+      the exercise's checker runs here, on proxies of them: every value it judges came back
+      through the channel, and the functions it passes in (a gradient's f, a loop's backward)
+      run here when the learner's code calls them.
+
+Then, if the checker passed, it runs again with random cases drawn from a secret seed (the
+checks' fresh cases, checks/core.py's case_rng): no answer table learned from the notebook's
+checker passes them. One JSON line per exercise on stdout as it ends ({"exercise", "status",
+"stage", "message"}); the worker of each exercise is killed when it ends (and at the
+notebook's time limit, counted from the judge's start).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import io
+import json
+import os
+import secrets
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+
+CHECKER = "checks.check_"
+
+
+class SandboxEnded(BaseException):
+    """The worker ended or broke the channel while the checker waited on it (a BaseException: it
+    passes the checkers' own handlers)."""
+
+
+def checker_call(source: str) -> tuple[str, list[str]] | None:
+    """(checker name, argument names) of the check cell's `cl.checks.check_x(f, g)` call."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("check_") and all(isinstance(a, ast.Name) for a in node.args)):
+            return node.func.attr, [a.id for a in node.args]
+    return None
+
+
+def definition_paths(library) -> list[str]:
+    """Where each solution of a checker's library is defined, below course_lib ("kernels.softmax.
+    softmax_forward"): the definitions stripped.py takes out."""
+    from ..checks.library import solutions
+    paths = []
+    for sol in solutions(library):
+        obj = sol.target
+        obj = getattr(obj, "fget", obj)
+        obj = getattr(obj, "py_func", obj)
+        module, qualname = getattr(obj, "__module__", ""), getattr(obj, "__qualname__", "")
+        if module.startswith("course_lib.") and qualname:
+            paths.append(f"{module.removeprefix('course_lib.')}.{qualname}")
+    return paths
+
+
+class _Judge:
+    def __init__(self, request: dict):
+        from .stripped import Stripped
+        self.request = request
+        self.memory, self.user = request["memory"], request.get("user")
+        self.deadline = time.monotonic() + request["timeout"]
+        self.tree = Stripped()
+        self.cell_index = {}      # exercise -> the notebook indices of the cells sent
+        self.broken = set()       # exercises whose cells raised: not run again for later ones
+    def proxy_maker(self, peer, library):
+        from ..checks.library import HandedToLibrary, Solution, solutions
+        named = {s.name: s for s in solutions(library)}
+
+        def on_raise(document):
+            found = document.get("library")
+            if found:
+                sol = named.get(found) or Solution(str(found).removeprefix("course_lib.")[:200],
+                                                   what="which holds what this exercise asks you to write")
+                return HandedToLibrary(sol)
+            error = _exception(document)
+            return error
+        peer.on_raise = on_raise
+
+        def make_proxy(handle, name, params, uses):
+            def proxy(*args, **kwargs):
+                try:
+                    return peer.call(handle, args, kwargs)
+                except _channel().ChannelError as e:
+                    raise SandboxEnded(str(e)) from None
+            proxy.__name__ = proxy.__qualname__ = name
+            proxy.__signature__ = inspect.Signature(
+                [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params if p.isidentifier()])
+            proxy.uses = uses
+            return proxy
+        return make_proxy
+
+    def grade(self, cells: list, exercise: str, names: list[str], checker) -> tuple[str, str, str]:
+        """(status, stage, message) of one exercise: cells, [exercise, [sources]] up to it."""
+        from . import isolation
+        channel = _channel()
+        with tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as tmp:
+            lib, scratch = Path(tmp) / "lib", Path(tmp) / "work"
+            scratch.mkdir()
+            if self.user:
+                os.chmod(tmp, 0o711)     # the worker's user reaches its folders inside, lists nothing
+            self.tree.build(lib, definition_paths(checker.library))
+            process = isolation.start_worker(lib, scratch, self.memory, self.user)
+            self.emit({"worker": process.pid})
+            watch = _limits().MemoryWatch(process.pid, self.memory)
+            timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), _limits().kill_tree, [process.pid])
+            timer.start()
+            try:
+                peer = channel.Peer(process.stdout, process.stdin)
+                peer.make_proxy = self.proxy_maker(peer, checker.library)
+                peer.send({"op": "start", "cells": [[name, [] if name in self.broken and name != exercise
+                                                     else sources] for name, sources in cells]})
+                ready, _ = peer.receive()
+                errors = {e[0]: e for e in ready.get("errors", []) if isinstance(e, list) and len(e) == 3}
+                for name in errors:        # later exercises' workers do not run these cells again
+                    self.broken.add(name)
+                if exercise in errors:
+                    _, k, text = errors[exercise]
+                    if str(text).startswith("MemoryError"):
+                        text = f"{text} (memory limit {self.memory / 2**30:g} GB)"
+                    index = self.cell_index[exercise][k] if isinstance(k, int) and 0 <= k < len(
+                        self.cell_index[exercise]) else "?"
+                    return "error", "", f"cell {index} raised {str(text)[:300]}"
+                peer.send({"op": "get", "names": names})
+                found, arrays = peer.receive()
+                fns = peer.decode(found.get("value"), arrays)
+                if not isinstance(fns, list) or len(fns) != len(names):
+                    raise channel.ChannelError("an answer of unknown form")
+                missing = [n for n, f in zip(names, fns) if not callable(f)]
+                if missing:
+                    return "error", "", f"its cells define no function {missing[0]} (NameError)"
+                return self._check(checker, fns)
+            except (channel.ChannelError, SandboxEnded) as e:
+                if time.monotonic() >= self.deadline:
+                    return "error", "", f"time limit reached ({self.request['timeout']:g} s for the whole notebook)"
+                if watch.tripped:
+                    return "error", "", f"used more than its memory limit ({self.memory / 2**30:g} GB) and was stopped"
+                return "error", "", f"the sandbox that ran its code ended ({e}): a crash, or killed for memory"
+            finally:
+                timer.cancel()
+                watch.stop()
+                isolation.end(process)
+
+    def _check(self, checker, fns) -> tuple[str, str, str]:
+        from ..checks import core
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = checker(*fns)
+            fresh = ""
+            if result.passed:       # the same checks on cases no learner's code has seen
+                with core.fresh_cases(secrets.randbits(62)):
+                    result = checker(*fns)
+                fresh = " (the grader's fresh random cases)"
+        if result.passed:
+            return "passed", "", ""
+        status = ("library call" if result.library else "failed") if result.done else "not done"
+        message = result.message + (f" Hint: {result.hint}" if result.hint else "")
+        return status, (result.stage or "") + (fresh if result.stage else ""), message
+
+
+def _exception(document):
+    error = _channel().exception(document.get("type"), document.get("message"))
+    where = document.get("where")
+    if isinstance(where, list) and len(where) == 2 and isinstance(where[0], int):
+        error.learner_line = (where[0], str(where[1])[:200])
+    return error
+
+
+def _channel():
+    from . import channel
+    return channel
+
+
+def _limits():
+    from . import limits
+    return limits
+
+
+def exercise_cells(nb) -> list[tuple[object, list[int]]]:
+    """[(exercise, [indices of its code cells])] of the notebook's exercises, in order: the cells
+    between its heading and its check cell (one tagged skip-execution is left out, as Jupyter would)."""
+    from .exercises import expected_exercises
+    return [(ex, [i for i in range(ex.first_cell + 1, ex.check_cell) if nb.cells[i].cell_type == "code"
+                  and "skip-execution" not in nb.cells[i].get("metadata", {}).get("tags", [])])
+            for ex in expected_exercises(nb)]
+
+
+def judge(request: dict, emit) -> None:
+    """Grade the notebook of `request` ({"notebook", "reference", "timeout", "memory", "user"}),
+    calling emit(row) as each exercise ends."""
+    from .. import checks
+    nb = nbformat.read(request["notebook"], as_version=4)
+    reference = nbformat.read(request["reference"], as_version=4) if request.get("reference") else nb
+    calls = {ex.name: checker_call(reference.cells[ex.check_cell].source)
+             for ex, _ in exercise_cells(reference)}
+    judge_ = _Judge(request)
+    judge_.emit = emit
+    done = []
+    for ex, indices in exercise_cells(nb):
+        row = {"exercise": ex.name, "stage": "", "message": ""}
+        tags = nb.cells[ex.check_cell].get("metadata", {}).get("tags", [])
+        call = calls.get(ex.name)
+        if call is None:            # not an exercise of the instructor edition: not graded
+            continue
+        done.append([ex.name, [nb.cells[i].source for i in indices]])
+        judge_.cell_index[ex.name] = indices
+        if "skip-execution" in tags:
+            row.update(status="not reached", message=f"its check cell (cell {ex.check_cell}) is tagged "
+                                                     f"skip-execution: it never ran")
+        elif time.monotonic() >= judge_.deadline:
+            row.update(status="not reached", message=f"the notebook's time ({request['timeout']:g} s) "
+                                                     f"ran out before it")
+        else:
+            status, stage, message = judge_.grade(done, ex.name, call[1], getattr(checks, call[0]))
+            row.update(status=status, stage=stage, message=message)
+        emit(row)
+
+
+def main(argv=None) -> None:
+    request = json.loads((argv or sys.argv[1:])[0])
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)     # nothing else may write on the rows' stream
+
+    def emit(row):
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+    judge(request, emit)
+
+
+if __name__ == "__main__":
+    main()
