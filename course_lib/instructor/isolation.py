@@ -35,7 +35,8 @@ from . import limits
 _LAUNCHER = limits.launcher_code(
     "import os; uid, gid = map(int, sys.argv[2:4])\n"
     "if uid >= 0:\n"
-    "    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
+    "    if n > 0: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))\n"
+    "    os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
     "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
 
 
@@ -74,7 +75,10 @@ def _bwrap_command(lib: Path, scratch: Path) -> list[str]:
             command += ["--ro-bind", top, top]
     for folder in _system_folders():
         command += ["--ro-bind", folder, folder]
-    return command + ["--bind", str(lib), str(lib), "--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    # the folder that holds both, so that neither is a mount point (which a learner's rmtree
+    # of its own working folder could not remove)
+    root = Path(os.path.commonpath([lib, scratch]))
+    return command + ["--bind", str(root), str(root), "--chdir", str(scratch)]
 
 
 def mode(user) -> str:
@@ -89,7 +93,9 @@ def start_worker(lib: Path, scratch: Path, memory: int, user=None) -> subprocess
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_LIB_RESULTS", "PYTHON"))}
     env.update(PYTHONPATH=str(lib), HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="agg",
                PYTHONDONTWRITEBYTECODE="1", NUMBA_CACHE_DIR=str(scratch / ".numba"))
-    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory), str(uid), str(gid)]
+    # RLIMIT_AS only where it is enforced: elsewhere the judge's MemoryWatch stands in
+    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0),
+               str(uid), str(gid)]
     if bwrap():
         command = _bwrap_command(lib, scratch) + command
     elif uid >= 0:

@@ -133,7 +133,8 @@ def test_runaway_allocation_and_broken_file_are_reported(graded_class):
     eve = by_exercise(rows, "eve")
     memory_error = "MemoryError" if limits.rlimit_as_works() else "more than its memory limit"  # windows_like
     assert eve["Exercise 1.1"]["status"] == "error" and memory_error in eve["Exercise 1.1"]["message"]
-    assert all(eve[e]["status"] == "not reached" for e in EXERCISES[1:])
+    # the other exercises are graded without the cell that failed (each in a sandbox of its own)
+    assert all(eve[e]["status"] == "passed" for e in EXERCISES[1:])
     fay = [r for r in rows if r["learner"] == "fay"]
     assert len(fay) == 1 and fay[0]["status"] == "error" and "not a readable notebook" in fay[0]["message"]
 
@@ -143,7 +144,7 @@ def test_summary_counts_learners_and_exercises(graded_class):
     text = grade.summary(rows)
     assert "  ann  4/4" in text and "  ben  0/4" in text and "  cat  3/4" in text and "  dan  1/4" in text
     assert re.search(r"\n  Exercise 1\.1 encode by hand +3/6 \(50%\)\n", text)
-    assert re.search(r"\n  Exercise 1\.2 the answer function +1/6 \(17%\)\n", text)
+    assert re.search(r"\n  Exercise 1\.2 the answer function +2/6 \(33%\)\n", text)
 
 
 def test_real_notebook_one_learner(tmp_path, capsys):
@@ -204,7 +205,8 @@ def test_parallel_report_equals_the_serial_one(tmp_path):
     """--jobs 2 and --jobs 1 give the same rows in the same order (learner, then notebook),
     whichever notebook ends first: the first learner's first notebook is the slowest."""
     slow = small_notebook()
-    slow.cells.insert(1, new_code_cell("import time\ntime.sleep(4)"))
+    solution_cell(slow, "Exercise 1.1").source = "import time\ntime.sleep(4)\n" + solution_cell(
+        slow, "Exercise 1.1").source
     write(slow, tmp_path / "ann", "01_a.ipynb")
     write(small_notebook(), tmp_path / "ann", "02_b.ipynb")
     write(student_notebook(small_notebook())[0], tmp_path / "ben")
@@ -223,62 +225,58 @@ def test_parallel_report_equals_the_serial_one(tmp_path):
     assert [r["status"] for r in rows] == ["passed"] * 8 + ["not done"] * 4 + ["error"]
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+def _workers(grader) -> list:
+    """The grader's sandboxed workers running now (bubblewrap's processes aside)."""
+    found = []
+    for child in psutil.Process(grader.pid).children(recursive=True):
+        try:
+            if "course_lib.instructor.worker" in " ".join(child.cmdline()) and child.name() != "bwrap":
+                found.append(child)
+        except psutil.Error:        # a process that ended meanwhile
+            pass
+    return found
 
 
-def test_ctrl_c_keeps_the_graded_rows_and_stops_every_kernel(tmp_path):
+def _wait_for_workers(grader, n, seconds=120):
+    """Until the grader runs `n` workers (on a busy machine its own start can take 10 s and more:
+    a Ctrl-C before its imports end is Python's, not the grader's), then 3 s more; -> them."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and grader.poll() is None and len(_workers(grader)) < n:
+        time.sleep(0.2)
+    time.sleep(3)
+    return _workers(grader)
+
+
+def test_ctrl_c_keeps_the_graded_rows_and_stops_every_worker(tmp_path):
     """Two endless notebooks and a quick one, two at a time: Ctrl-C after the quick one is graded
-    writes its rows, says the report is partial, and leaves no kernel running."""
+    writes its rows, says the report is partial, and leaves no process of a learner running."""
     endless = small_notebook()
-    endless.cells.insert(1, new_code_cell(
-        "import os\nopen(os.environ['KERNEL_PIDS'], 'a').write(f'{os.getpid()}\\n')\nwhile True:\n    pass"))
+    solution_cell(endless, "Exercise 1.1").source = "while True:\n    pass"
     write(small_notebook(), tmp_path / "class" / "ann")
     write(endless, tmp_path / "class" / "bob")
     write(endless, tmp_path / "class" / "cat")
-    pids, out = tmp_path / "pids.txt", tmp_path / "r.csv"
-    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent), "KERNEL_PIDS": str(pids)}
+    out = tmp_path / "r.csv"
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
     grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path / "class"), "--out",
                                str(out), "--jobs", "2", "--timeout", "120", "--no-progress"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
-        time.sleep(0.5)   # both endless kernels run: ann's notebook, first in line, is graded
+    deadline = time.monotonic() + 120           # ann's notebook, first in line, is graded
+    while time.monotonic() < deadline and len(out.read_text().splitlines() if out.exists() else []) < 5:
+        time.sleep(0.2)
+    workers = _wait_for_workers(grader, 2)       # then both endless ones run
+    assert len(workers) == 2
     grader.send_signal(signal.SIGINT)
     stdout, err = grader.communicate(timeout=60)
     assert grader.returncode == 130 and stdout == ""
     assert err == f"interrupted: 1 of 3 notebooks graded; partial report: {out} (4 rows)\n"
     with open(out, newline="", encoding="utf-8") as f:
         assert [(r["learner"], r["status"]) for r in csv.DictReader(f)] == [("ann", "passed")] * 4
-    kernels = [int(p) for p in pids.read_text().split()]
-    assert len(kernels) == 2
-    time.sleep(1)
-    assert not [pid for pid in kernels if _alive(pid)]
-
-
-def _wait_for_a_kernel(grader, seconds=120):
-    """Until the grader has started a kernel (on a busy machine its own start can take 10 s and
-    more: a Ctrl-C before its imports end is Python's, not the grader's), then 3 s more."""
-    def has_kernel():
-        for child in psutil.Process(grader.pid).children(recursive=True):
-            try:
-                if "ipykernel" in " ".join(child.cmdline()):
-                    return True
-            except psutil.Error:        # a process that ended meanwhile
-                pass
-        return False
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and grader.poll() is None and not has_kernel():
-        time.sleep(0.2)
-    time.sleep(3)
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive
 
 
 def test_ctrl_c_stops_grading_in_one_line(tmp_path):
-    """Ctrl-C (SIGINT) in the middle of an endless notebook: the grader stops, kernel and all."""
+    """Ctrl-C (SIGINT) in the middle of an endless notebook: the grader stops, worker and all."""
     nb = small_notebook()
     solution_cell(nb, "Exercise 1.1").source = "while True:\n    pass"
     write(nb, tmp_path / "ann")
@@ -286,11 +284,13 @@ def test_ctrl_c_stops_grading_in_one_line(tmp_path):
     grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path), "--out",
                                str(tmp_path / "r.csv"), "--timeout", "120", "--no-progress"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_a_kernel(grader)
+    workers = _wait_for_workers(grader, 1)
     grader.send_signal(signal.SIGINT)
     out, err = grader.communicate(timeout=60)
     assert grader.returncode == 130 and err == "interrupted: no report written\n" and out == ""
     assert not (tmp_path / "r.csv").exists()
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert workers and not alive
 
 
 @pytest.mark.parametrize("argv", [["grade"], ["grade", ".", "--timeout", "soon"], ["grade", ".", "--jobs", "0"],
@@ -302,25 +302,9 @@ def test_argument_errors_are_one_line(capsys, argv):
     assert stop.value.code == 2 and err.count("\n") == 1 and "error:" in err and "Traceback" not in err
 
 
-def test_a_kernel_of_another_user_reads_the_compiled_kernels(tmp_path):
-    """The copy of course_lib's Numba cache handed to a kernel that runs as another user is laid
-    out where Numba looks (NUMBA_CACHE_DIR): the kernels load, nothing compiles again."""
-    call = ("import numpy as np; from course_lib.kernels.softmax import softmax_forward as f; "
-            "f(np.ones((2, 3), np.float32)); ")
-    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
-    subprocess.run([sys.executable, "-c", call], env=env, check=True)   # compiled into course_lib's cache
-    sandbox._copy_numba_cache(tmp_path / "cache")
-    done = subprocess.run([sys.executable, "-c", call + "print(sum(f.stats.cache_hits.values()), "
-                           "sum(f.stats.cache_misses.values()))"],
-                          env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "cache")},
-                          capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["1", "0"]
-
-
-def test_where_the_os_has_no_memory_limit_a_watch_stops_the_kernel(tmp_path, capsys, windows_like):
-    """As on Windows (and, for memory, macOS): the kernel starts without the POSIX launcher, a watch
-    stops a kernel past its memory and names the cause, the command says so in one line; honest
-    notebooks grade as on Linux."""
+def test_where_the_os_has_no_memory_limit_a_watch_stops_the_worker(tmp_path, capsys, windows_like):
+    """As on Windows (and, for memory, macOS): a watch stops a worker past its memory and names the
+    cause, the command says so in one line; honest notebooks grade as on Linux."""
     write(small_notebook(), tmp_path / "class" / "ann")
     write(student_notebook(small_notebook())[0], tmp_path / "class" / "ben")
     hog = small_notebook()
@@ -337,7 +321,7 @@ def test_where_the_os_has_no_memory_limit_a_watch_stops_the_kernel(tmp_path, cap
     eve = by_exercise(rows, "eve")
     assert eve["Exercise 1.1"]["status"] == "passed"
     assert eve["Exercise 1.2"]["status"] == "error"
-    assert "more than its memory limit (1 GB) in cell" in eve["Exercise 1.2"]["message"]
+    assert "more than its memory limit (1 GB) and was stopped" in eve["Exercise 1.2"]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -361,14 +345,6 @@ def tampered_class(tmp_path_factory):
     hidden = small_notebook()
     hidden.cells[0].metadata["jupyter"] = {"source_hidden": True}
     write(hidden, root / "class" / "hide")
-    junk = student_notebook(small_notebook())[0]
-    junk.cells.append(new_code_cell(                                # records a checker never writes
-        "import json, os\n"
-        "with open(os.environ['COURSE_LIB_RESULTS'], 'a') as f:\n"
-        "    f.write(json.dumps({'exercise': ['Exercise 1.1'], 'status': 'passed'}) + '\\n')\n"
-        "    f.write(json.dumps({'exercise': 'Exercise 1.4', 'status': 'passed', 'message': 5}) + '\\n')\n"
-        "    f.write(json.dumps({'exercise': 'Exercise 1.5', 'status': {'passed': 1}}) + '\\n')\n"))
-    write(junk, root / "class" / "junk")
     rows = grade.grade(root / "class", timeout=60, memory=2 * 2**30, progress=False, jobs=2,
                        exercises=root / "ref")
     return rows
@@ -392,21 +368,15 @@ def test_a_skipped_check_cell_says_so_and_hidden_cells_are_listed(tampered_class
         grade.summary(tampered_class)
 
 
-def test_records_of_the_wrong_shape_are_skipped_not_fatal(tampered_class):
-    """A record whose fields are not strings (the local grader once raised TypeError after grading
-    everyone, and wrote nothing) is skipped: the learner's real statuses stand."""
-    assert {r["status"] for r in by_exercise(tampered_class, "junk").values()} == {"not done"}
-
-
 def test_a_grader_failure_is_that_notebooks_rows_and_rows_land_as_notebooks_end(tmp_path, monkeypatch):
     write(small_notebook(), tmp_path / "class" / "ann")
     write(small_notebook(), tmp_path / "class" / "bob")
     real = sandbox.run_notebook
 
-    def fails_for_bob(path, **kwargs):
+    def fails_for_bob(path, *args, **kwargs):
         if "bob" in str(path):
             raise RuntimeError("a bug of the grader's")
-        return real(path, **kwargs)
+        return real(path, *args, **kwargs)
     monkeypatch.setattr(sandbox, "run_notebook", fails_for_bob)
     seen = []
     rows = grade.grade(tmp_path / "class", timeout=60, progress=False, on_done=seen.append)
