@@ -109,12 +109,19 @@ def exercise_statuses(exercises: list[Exercise], outcome) -> list[tuple[Exercise
     return rows
 
 
-def reference_exercises(folder, names) -> dict[str, list[tuple[str, str]]]:
-    """Notebook file name -> its [(exercise, title)], for those of `names` that the instructor
-    edition in `folder` has (only those are read)."""
+def reference_exercises(folder, names) -> dict[str, list[tuple]]:
+    """Notebook file name -> its [(exercise, title, [checker, [argument names]])], for those of
+    `names` that the instructor edition in `folder` has (only those are read): the exercises
+    expected, and the checker that grades each, as the instructor edition's check cell calls it."""
+    from .judge import checker_call
     paths = [Path(folder) / name for name in sorted(set(names))]
-    return {path.name: [(ex.name, ex.title) for ex in expected_exercises(nbformat.read(path, as_version=4))]
-            for path in paths if path.is_file()}
+    out = {}
+    for path in paths:
+        if path.is_file():
+            nb = nbformat.read(path, as_version=4)
+            out[path.name] = [(ex.name, ex.title, list(checker_call(nb.cells[ex.check_cell].source) or []))
+                              for ex in expected_exercises(nb)]
+    return out
 
 
 def hidden_cells(nb) -> str:
@@ -128,6 +135,7 @@ def _rows(base: dict, nb, outcome, expected) -> list[dict]:
     found = [f for f in exercise_statuses(expected_exercises(nb), outcome)
              if expected is None or f[0].name in graded or f[0].name in dict(expected)]
     if expected is not None:    # the instructor edition's exercises, in its order, with its titles, and no others
+        expected = [(e[0], e[1]) for e in expected]
         by_name = {ex.name: (ex, *rest) for ex, *rest in found}
         found = []
         for name, title in expected:
@@ -143,11 +151,11 @@ def _rows(base: dict, nb, outcome, expected) -> list[dict]:
 
 
 def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None,
-                   expected: list[tuple[str, str]] | None = None, reference: Path | None = None) -> list[dict]:
+                   expected: list[tuple] | None = None) -> list[dict]:
     """The report rows of one learner's notebook; expected: the instructor edition's (exercise,
-    title) list, or None to read the exercises from the notebook itself; reference: the instructor
-    edition's notebook, whose check cells name each exercise's checker. Never raises: a failure
-    of the grader's own becomes a row ("grader error")."""
+    title, checker call) list (reference_exercises), or None to read the exercises and their
+    checkers from the notebook itself. Never raises: a failure of the grader's own becomes a row
+    ("grader error")."""
     base = {"learner": learner, "notebook": path.name}
 
     def whole_notebook(status, message):      # the one row of a notebook that gave no exercise rows
@@ -159,7 +167,8 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
             first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
             return whole_notebook("error", f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})")
         try:
-            outcome = sandbox.run_notebook(path, reference, timeout=timeout, memory=memory, user=user)
+            calls = {e[0]: e[2] for e in expected if len(e) > 2} if expected is not None else None
+            outcome = sandbox.run_notebook(path, calls, timeout=timeout, memory=memory, user=user)
         except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
             return whole_notebook("error", f"the grader could not run it ({type(err).__name__}: {err})")
         base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
@@ -179,31 +188,25 @@ def default_jobs() -> int:
 
 def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, jobs: int = 1,
                     progress: bool = True, user=None, expected: dict | None = None,
-                    on_done=None, exercises=COURSE_NOTEBOOKS) -> list[dict]:
+                    on_done=None) -> list[dict]:
     """The rows of each (learner, notebook) of `todo`, in that order, `jobs` notebooks at a time.
-    expected: notebook file name -> the instructor edition's [(exercise, title)] (reference_exercises);
-    exercises: the instructor edition's folder (its check cells name the checkers), or None;
-    on_done(rows): called with each notebook's rows as it finishes. Ctrl-C: every judge stops,
-    and Interrupted carries the rows of the notebooks done."""
+    expected: notebook file name -> the instructor edition's [(exercise, title, checker call)]
+    (reference_exercises); on_done(rows): called with each notebook's rows as it finishes.
+    Ctrl-C: every judge stops, and Interrupted carries the rows of the notebooks done."""
     sandbox.resume()
     done = [None] * len(todo)
     expected = expected or {}
-
-    def reference(nb: Path):
-        path = Path(exercises) / nb.name if exercises is not None else None
-        return path if path is not None and path.is_file() else None
     try:
         with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
                 ThreadPoolExecutor(max_workers=jobs) as pool:
-            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, reference, on_done)
+            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done)
     finally:
         if user and isolation.mode(user) == "user":
             isolation.kill_user(user[0])     # what a learner's code left running as that user
 
 
-def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, reference, on_done):
-    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name),
-                           reference(nb)): i
+def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done):
+    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name)): i
                for i, (learner, nb) in enumerate(todo)}
     try:
         for future in as_completed(futures):
@@ -233,7 +236,7 @@ def grade(path, timeout: float = 300, memory: int = 4 * 2**30, progress: bool = 
                     if exercises is not None and Path(exercises).is_dir() else {})
     except OSError as err:     # a folder it may not list: the request, not a learner's notebook
         raise GradeError(f"cannot read {err.filename or path}: {err.strerror or err}") from None
-    return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done, exercises)
+    return grade_notebooks(todo, timeout, memory, jobs, progress, user, expected, on_done)
 
 
 def check_out(out: Path, example: str) -> None:

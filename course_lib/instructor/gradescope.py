@@ -16,10 +16,11 @@ parallel. An exercise is worth 1 point when its checker passed, else 0; a functi
 calls course_lib's own version of its exercise scores 0 and its output says so. Exercises
 come from the assignment, not from the submission: a deleted exercise scores 0.
 
-As root, every kernel runs as the user nobody (sandbox.kernel_user): it cannot write to
-ROOT/source, ROOT/results or the submission. results.json is written first with zero
-points, in space reserved before any learner's code runs (a kernel that fills the disk
-cannot stop the grade being written), then, once every kernel has stopped, with the grades.
+As root, the learner's code runs as the user nobody (sandbox.kernel_user) where bubblewrap
+cannot run (as in Gradescope's container): it cannot read the installed course_lib, nor write to
+ROOT/source, ROOT/results or the submission. results.json is written first with zero points,
+in space reserved before any learner's code runs (code that fills the disk cannot stop the
+grade being written), then, once every notebook is graded, with the grades.
 """
 from __future__ import annotations
 
@@ -106,12 +107,12 @@ def results(assignment: list[dict], found: dict[str, Path], rows: list[dict], se
             missing = f"not graded: {found[name].name} is {unreadable[name]}"
         else:
             missing = f"not graded: this exercise's heading or check cell is not in {found[name].name}"
-        for exercise, title in want["exercises"]:
+        for exercise, title, *_ in want["exercises"]:
             tests.append(_test(exercise, title, by_exercise.get((name, exercise)), missing))
     passed = sum(t["score"] for t in tests)
     lines = [f"{passed:g} of {count(len(tests), 'exercise')} passed, {len(found)} of "
-             f"{count(len(assignment), 'notebook')} graded ({seconds:.0f} s; each ran top to bottom in a "
-             f"fresh kernel)."] + notes
+             f"{count(len(assignment), 'notebook')} graded ({seconds:.0f} s; each exercise's cells ran "
+             f"in a sandbox of their own)."] + notes
     return {"score": passed, "execution_time": round(seconds), "output": "\n".join(lines), "tests": tests}
 
 
@@ -145,8 +146,10 @@ def run(root: Path, timeout: float = 300, memory: int = 4 * 2**30) -> dict:
     try:
         user = _kernel_user()
         found = match(assignment, _submitted(root / "submission"))
+        expected = {found[w["notebook"]].name: [tuple(e) for e in w["exercises"]]
+                    for w in assignment if w["notebook"] in found}
         rows = grade.grade_notebooks(list(found.items()), timeout, memory, jobs=grade.default_jobs(), progress=False,
-                                     user=user)
+                                     user=user, expected=expected)
         content = results(assignment, found, rows, time.monotonic() - start)
         if not found:
             content["output"] = ("no notebook of the assignment in your submission: upload "
@@ -162,7 +165,7 @@ def main(argv=None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="Gradescope's /autograder")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a whole notebook may run")
-    parser.add_argument("--memory", type=float, default=4, help="GB of address space a notebook's kernel may use")
+    parser.add_argument("--memory", type=float, default=4, help="GB of address space the learner's code may use")
     args = parser.parse_args(argv)
     content = run(args.root, args.timeout, int(args.memory * 2**30))
     print(content["output"])

@@ -21,6 +21,7 @@ import nbformat
 from .._files import write_atomic
 from .._words import count
 from .exercises import expected_exercises
+from .judge import checker_call
 from .grade import GradeError, check_out
 
 PACKAGE = Path(__file__).resolve().parents[1]     # course_lib/
@@ -42,8 +43,9 @@ grep -v '^-e' "$SOURCE/requirements.txt" > "$ROOT/requirements-pinned.txt"
 "$ROOT/venv/bin/pip" install --no-cache-dir --no-deps "$SOURCE"
 # compile course_lib's kernels now, once, rather than in every submission's kernels
 "$ROOT/venv/bin/python" -m course_lib doctor || true
-# the submissions' kernels run as nobody: the bundle is root's alone
-chmod -R go-rwx "$SOURCE"
+# the learners' code runs as nobody: the bundle and the installed course_lib (its checkers and
+# solutions) are root's alone; nobody imports the sandbox's copy, without the solutions
+chmod -R go-rwx "$SOURCE" "$("$ROOT/venv/bin/python" -c 'import course_lib, os; print(os.path.dirname(course_lib.__file__))')"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -56,8 +58,8 @@ exec "${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}" -m course_lib.instructor.gr
 
 
 def assignment(path) -> list[dict]:
-    """[{"notebook": name, "exercises": [[exercise, title], ...]}] for each notebook of `path`
-    (a notebook or a folder of them) that sets exercises."""
+    """[{"notebook": name, "exercises": [[exercise, title, [checker, [argument names]]], ...]}] for
+    each notebook of `path` (a notebook or a folder of them) that sets exercises."""
     path = Path(path)
     if not path.exists():
         raise GradeError(f"{path} does not exist")
@@ -68,7 +70,8 @@ def assignment(path) -> list[dict]:
             nb = nbformat.read(nb_path, as_version=4)
         except Exception as err:  # nbformat raises several kinds for a broken file
             raise GradeError(f"{nb_path} is not a readable notebook ({type(err).__name__})") from None
-        exercises = [[ex.name, ex.title] for ex in expected_exercises(nb)]
+        exercises = [[ex.name, ex.title, list(checker_call(nb.cells[ex.check_cell].source) or [])]
+                     for ex in expected_exercises(nb)]
         if exercises:
             found.append({"notebook": nb_path.name, "exercises": exercises})
     if not found:

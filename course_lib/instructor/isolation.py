@@ -40,11 +40,14 @@ _LAUNCHER = limits.launcher_code(
     "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
 
 
+WITHOUT_BWRAP = "COURSE_LIB_NO_BWRAP"     # set (to 1): grade as where bubblewrap cannot run
+
+
 @functools.lru_cache(maxsize=None)
 def bwrap() -> str | None:
     """The bwrap program, if it is installed and may make namespaces here (not in every container)."""
     path = shutil.which("bwrap")
-    if path is None:
+    if path is None or os.environ.get(WITHOUT_BWRAP):
         return None
     try:
         subprocess.run([path, *_namespaces(), "--ro-bind", "/", "/", "true"], check=True,
@@ -59,9 +62,14 @@ def _namespaces() -> list[str]:
 
 
 def _system_folders() -> list[str]:
-    """Folders that Python, NumPy and Numba need, read-only: the system's and this Python's."""
+    """Folders that Python, NumPy and Numba need, read-only: the system's, this Python's, and the
+    folders on its path (those with packages .pth files add included), but not a folder that
+    holds course_lib's sources beside other things of the project (a clone's root: its
+    notebooks, its tests): the sandbox's own course_lib stands in for it."""
     wanted = {"/usr", "/etc", "/opt", sys.prefix, sys.base_prefix, sys.exec_prefix,
               *site.getsitepackages(), site.getusersitepackages()}
+    wanted |= {p for p in sys.path if p and Path(p).is_dir() and (
+        not (Path(p) / "course_lib").is_dir() or Path(p).name in ("site-packages", "dist-packages"))}
     wanted |= {str(Path(p).resolve()) for p in wanted}
     return sorted(p for p in wanted if p and Path(p).is_dir())
 
@@ -75,6 +83,9 @@ def _bwrap_command(lib: Path, scratch: Path) -> list[str]:
             command += ["--ro-bind", top, top]
     for folder in _system_folders():
         command += ["--ro-bind", folder, folder]
+    for folder in _system_folders():       # an installed course_lib (its checkers, its solutions): empty
+        if (Path(folder) / "course_lib").is_dir():
+            command += ["--tmpfs", str(Path(folder) / "course_lib")]
     # the folder that holds both, so that neither is a mount point (which a learner's rmtree
     # of its own working folder could not remove)
     root = Path(os.path.commonpath([lib, scratch]))

@@ -202,13 +202,13 @@ def exercise_cells(nb) -> list[tuple[object, list[int]]]:
 
 
 def judge(request: dict, emit) -> None:
-    """Grade the notebook of `request` ({"notebook", "reference", "timeout", "memory", "user"}),
-    calling emit(row) as each exercise ends."""
+    """Grade the notebook of `request` ({"notebook", "calls", "timeout", "memory", "user"}: see
+    sandbox.run_notebook), calling emit(row) as each exercise ends."""
     from .. import checks
     nb = nbformat.read(request["notebook"], as_version=4)
-    reference = nbformat.read(request["reference"], as_version=4) if request.get("reference") else nb
-    calls = {ex.name: checker_call(reference.cells[ex.check_cell].source)
-             for ex, _ in exercise_cells(reference)}
+    calls = request.get("calls")
+    if calls is None:        # no instructor edition: the learner's check cells, each checker its exercise's
+        calls = {ex.name: checker_call(nb.cells[ex.check_cell].source) for ex, _ in exercise_cells(nb)}
     judge_ = _Judge(request)
     judge_.emit = emit
     done = []
@@ -216,7 +216,12 @@ def judge(request: dict, emit) -> None:
         row = {"exercise": ex.name, "stage": "", "message": ""}
         tags = nb.cells[ex.check_cell].get("metadata", {}).get("tags", [])
         call = calls.get(ex.name)
-        if call is None:            # not an exercise of the instructor edition: not graded
+        if not call:                # not an exercise of the instructor edition: not graded
+            continue
+        checker = getattr(checks, str(call[0]), None)
+        if getattr(checker, "exercise", None) != ex.name:
+            emit({**row, "status": "error", "message": f"its check cell calls {str(call[0])[:60]}, which is "
+                                                       f"not the checker of {ex.name}"})
             continue
         done.append([ex.name, [nb.cells[i].source for i in indices]])
         judge_.cell_index[ex.name] = indices
@@ -227,7 +232,7 @@ def judge(request: dict, emit) -> None:
             row.update(status="not reached", message=f"the notebook's time ({request['timeout']:g} s) "
                                                      f"ran out before it")
         else:
-            status, stage, message = judge_.grade(done, ex.name, call[1], getattr(checks, call[0]))
+            status, stage, message = judge_.grade(done, ex.name, [str(n) for n in call[1]], checker)
             row.update(status=status, stage=stage, message=message)
         emit(row)
 

@@ -1,6 +1,6 @@
 """Grade one learner's notebook in processes of its own, against a clock that no learner can stop.
 
-    outcome = run_notebook("alice/01_tokens_and_task.ipynb", "notebooks/01_tokens_and_task.ipynb",
+    outcome = run_notebook("alice/01_tokens_and_task.ipynb", {"Exercise 1.1": ["check_encode", ["my_encode"]]},
                            timeout=300, memory=4 * 2**30)
     outcome.rows      # [{"exercise", "status", "stage", "message"}], in the notebook's order
 
@@ -109,11 +109,12 @@ def _read_rows(stream, into: queue.Queue, workers: list) -> None:
     into.put(None)
 
 
-def run_notebook(path, reference=None, *, timeout: float = 300, memory: int = 4 * 2**30, user=None) -> Outcome:
-    """Grade the notebook at `path` (its exercises' checker calls read from `reference`, the
-    instructor edition's notebook, when given); never raises for the learner's faults.
-    user: (uid, gid) to run the learner's code as where bubblewrap cannot run (see kernel_user)."""
-    request = {"notebook": str(path), "reference": str(reference) if reference else None,
+def run_notebook(path, calls=None, *, timeout: float = 300, memory: int = 4 * 2**30, user=None) -> Outcome:
+    """Grade the notebook at `path`; never raises for the learner's faults. calls: exercise ->
+    [checker name, [argument names]], as the instructor edition's check cells call them (None: as
+    the learner's own do, each checker then checked to be its exercise's). user: (uid, gid) to run
+    the learner's code as where bubblewrap cannot run (see kernel_user)."""
+    request = {"notebook": str(path), "calls": calls,
                "timeout": timeout, "memory": memory, "user": list(user) if user else None}
     outcome, start = Outcome(), time.monotonic()
     with _lock:

@@ -117,10 +117,13 @@ def test_bundle_holds_what_setup_needs_and_no_notebook(bundle):
             "course_lib/instructor/sandbox.py"} <= names
     assert not [n for n in names if n.endswith(".ipynb") or "__pycache__" in n]   # no solutions
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
+    checkers = [["check_encode", ["my_encode"]], ["check_answer", ["my_answer"]],
+                ["check_central_difference", ["central_difference"]],
+                ["check_numerical_gradient", ["numerical_gradient"]]]
     assert spec == [{"notebook": "01_tokens_and_task.ipynb",
-                     "exercises": [[e, t] for e, t in zip(EXERCISES, [
+                     "exercises": [[e, t, c] for e, t, c in zip(EXERCISES, [
                          "encode by hand", "the answer function", "a central-difference derivative",
-                         "numerical gradients of arrays"])]}]
+                         "numerical gradients of arrays"], checkers)]}]
     assert subprocess.run(["bash", "-n"], input=setup, capture_output=True).returncode == 0
 
 
