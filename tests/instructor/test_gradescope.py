@@ -19,9 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from nbformat.v4 import new_code_cell
 
-from course_lib.instructor import gradescope
+from course_lib.instructor import grade, gradescope, isolation
 from course_lib.__main__ import main
 from course_lib.instructor.edition import student_notebook
 from test_grade import EXERCISES, small_notebook, solution_cell, write
@@ -89,7 +88,8 @@ def run_autograder(layout, bundle, python, name, files):
             path = root / "submission" / relative
             write(content, path.parent, path.name)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": python,
-           "PYTHONPATH": str(root / "source")}   # the bundle's own course_lib, as setup.sh installs it
+           "PYTHONPATH": str(root / "source"),   # the bundle's own course_lib, as setup.sh installs it
+           isolation.WITHOUT_BWRAP: "1"}          # as in Gradescope's container: another user instead
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -175,15 +175,24 @@ print(refused, "of", len(attempts), "refused")
 """
 
 
+def _stub_cell(nb, exercise):
+    ex = next(e for e in grade.expected_exercises(nb) if e.name == exercise)
+    return nb.cells[ex.check_cell - 1]
+
+
 def test_a_hostile_notebook_writes_nothing_outside_its_scratch_copy(layout, bundle, python):
     if os.geteuid() != 0:
         pytest.skip("the kernels run as another user only when the grader runs as root")
     nb = student_notebook(small_notebook())[0]
-    nb.cells.insert(1, new_code_cell(HOSTILE))
+    stub = _stub_cell(nb, "Exercise 1.1")
+    stub.source = HOSTILE + stub.source
+    _stub_cell(nb, "Exercise 1.2").source = (      # the library's answer, by a copy of its code
+        "import types\nf = cl.task.answer\nmy_answer = types.FunctionType(f.__code__, f.__globals__)\n")
     results, root = run_autograder(layout, bundle, python, "hostile", {"01_tokens_and_task.ipynb": nb})
     assert_valid(results)
     assert results["score"] == 0.0
-    assert {t["output"] for t in results["tests"]} == {"not done yet"}
+    outputs = [t["output"] for t in results["tests"]]
+    assert outputs[0] == outputs[2] == outputs[3] == "not done yet" and outputs[1].startswith("library call")
     # every file of the layout is the test's or the grader's: none written, changed or removed
     with zipfile.ZipFile(bundle) as zf:
         for name in zf.namelist():
