@@ -147,14 +147,14 @@ class Side:
             state = self.encode(dict(vars(value)), arrays, depth + 1)
             if theirs is not None:       # the other side's object, going back with its new state
                 return {"obj": name, "ref": theirs, "theirs": True, "state": state}
-            return {"obj": name, "ref": self._keep(value), "state": state}
+            return {"obj": name, "ref": self.keep(value), "state": state}
         if callable(value) and not isinstance(value, type):
             if theirs is not None:
                 return {"fn": theirs, "theirs": True}
-            return {"fn": self._keep(value), **describe(value)}
+            return {"fn": self.keep(value), **describe(value)}
         raise ChannelError(f"a value of type {type(value).__name__}")
 
-    def _keep(self, value) -> int:
+    def keep(self, value) -> int:
         for handle, kept in self.sent.items():
             if kept is value:
                 return handle

@@ -10,7 +10,7 @@ import csv
 import sys
 from pathlib import Path
 
-from . import grade, gradescope_bundle, limits, sandbox
+from . import grade, gradescope_bundle, isolation, limits, sandbox
 from .._words import count
 
 
@@ -98,6 +98,12 @@ def command(args) -> int:
     print(grade.summary(rows))
     print(f"report: {out} ({count(len(rows), 'row')})")
     if not limits.rlimit_as_works():
-        print("note: this OS does not enforce memory limits (RLIMIT_AS): a watch stopped kernels past --memory "
-              "instead (book/instructors.md, 'Where grading runs')", file=sys.stderr)
+        print("note: this OS does not enforce memory limits (RLIMIT_AS): a watch stopped learners' code past "
+              "--memory instead (book/instructors.md, 'Where grading runs')", file=sys.stderr)
+    mode = isolation.mode(user)
+    if mode != "bwrap":
+        who = "as the user you named" if mode == "user" else "as you"
+        print(f"note: bubblewrap cannot run here, so learners' code ran {who}: it could read every file that "
+              f"{'others' if mode == 'user' else 'you'} may read (book/instructors.md, 'What grading "
+              f"guarantees')", file=sys.stderr)
     return 0

@@ -35,7 +35,9 @@ from pathlib import Path
 
 import nbformat
 
-CHECKER = "checks.check_"
+from . import isolation, limits
+from .channel import ChannelError, Peer, exception
+from .stripped import Stripped
 
 
 class SandboxEnded(BaseException):
@@ -56,33 +58,37 @@ def checker_call(source: str) -> tuple[str, list[str]] | None:
     return None
 
 
-def definition_paths(library) -> list[str]:
-    """Where each solution of a checker's library is defined, below course_lib ("kernels.softmax.
-    softmax_forward"): the definitions stripped.py takes out."""
+def definition_paths(library) -> dict[str, object]:
+    """{where each solution of a checker's library is defined, below course_lib ("kernels.softmax.
+    softmax_forward"): its Solution}: the definitions stripped.py takes out."""
     from ..checks.library import solutions
-    paths = []
+    paths = {}
     for sol in solutions(library):
         obj = sol.target
         obj = getattr(obj, "fget", obj)
         obj = getattr(obj, "py_func", obj)
         module, qualname = getattr(obj, "__module__", ""), getattr(obj, "__qualname__", "")
         if module.startswith("course_lib.") and qualname:
-            paths.append(f"{module.removeprefix('course_lib.')}.{qualname}")
+            paths[f"{module.removeprefix('course_lib.')}.{qualname}"] = sol
     return paths
 
 
 class _Judge:
-    def __init__(self, request: dict):
-        from .stripped import Stripped
-        self.request = request
+    """Grades the exercises of one notebook, one worker each, against the notebook's deadline."""
+
+    def __init__(self, request: dict, emit):
+        self.request, self.emit = request, emit
         self.memory, self.user = request["memory"], request.get("user")
         self.deadline = time.monotonic() + request["timeout"]
         self.tree = Stripped()
         self.cell_index = {}      # exercise -> the notebook indices of the cells sent
         self.broken = set()       # exercises whose cells raised: not run again for later ones
+
     def proxy_maker(self, peer, library):
-        from ..checks.library import HandedToLibrary, Solution, solutions
-        named = {s.name: s for s in solutions(library)}
+        """Stand-ins for the learner's functions: a call runs in the worker; a removed solution it
+        reached is HandedToLibrary (as in the notebook), an end of the channel SandboxEnded."""
+        from ..checks.library import HandedToLibrary, Solution
+        named = {f"course_lib.{path}": sol for path, sol in definition_paths(library).items()}
 
         def on_raise(document):
             found = document.get("library")
@@ -90,7 +96,10 @@ class _Judge:
                 sol = named.get(found) or Solution(str(found).removeprefix("course_lib.")[:200],
                                                    what="which holds what this exercise asks you to write")
                 return HandedToLibrary(sol)
-            error = _exception(document)
+            error = exception(document.get("type"), document.get("message"))
+            where = document.get("where")
+            if isinstance(where, list) and len(where) == 2 and isinstance(where[0], int):
+                error.learner_line = (where[0], str(where[1])[:200])     # core._learner_frame shows it
             return error
         peer.on_raise = on_raise
 
@@ -98,7 +107,7 @@ class _Judge:
             def proxy(*args, **kwargs):
                 try:
                     return peer.call(handle, args, kwargs)
-                except _channel().ChannelError as e:
+                except ChannelError as e:
                     raise SandboxEnded(str(e)) from None
             proxy.__name__ = proxy.__qualname__ = name
             proxy.__signature__ = inspect.Signature(
@@ -109,21 +118,19 @@ class _Judge:
 
     def grade(self, cells: list, exercise: str, names: list[str], checker) -> tuple[str, str, str]:
         """(status, stage, message) of one exercise: cells, [exercise, [sources]] up to it."""
-        from . import isolation
-        channel = _channel()
         with tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as tmp:
             lib, scratch = Path(tmp) / "lib", Path(tmp) / "work"
             scratch.mkdir()
             if self.user:
                 os.chmod(tmp, 0o711)     # the worker's user reaches its folders inside, lists nothing
-            self.tree.build(lib, definition_paths(checker.library))
+            self.tree.build(lib, list(definition_paths(checker.library)))
             process = isolation.start_worker(lib, scratch, self.memory, self.user)
             self.emit({"worker": process.pid})
-            watch = _limits().MemoryWatch(process.pid, self.memory)
-            timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), _limits().kill_tree, [process.pid])
+            watch = limits.MemoryWatch(process.pid, self.memory)
+            timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), limits.kill_tree, [process.pid])
             timer.start()
             try:
-                peer = channel.Peer(process.stdout, process.stdin)
+                peer = Peer(process.stdout, process.stdin)
                 peer.make_proxy = self.proxy_maker(peer, checker.library)
                 peer.send({"op": "start", "cells": [[name, [] if name in self.broken and name != exercise
                                                      else sources] for name, sources in cells]})
@@ -142,12 +149,12 @@ class _Judge:
                 found, arrays = peer.receive()
                 fns = peer.decode(found.get("value"), arrays)
                 if not isinstance(fns, list) or len(fns) != len(names):
-                    raise channel.ChannelError("an answer of unknown form")
+                    raise ChannelError("an answer of unknown form")
                 missing = [n for n, f in zip(names, fns) if not callable(f)]
                 if missing:
                     return "error", "", f"its cells define no function {missing[0]} (NameError)"
                 return self._check(checker, fns)
-            except (channel.ChannelError, SandboxEnded) as e:
+            except (ChannelError, SandboxEnded) as e:
                 if time.monotonic() >= self.deadline:
                     return "error", "", f"time limit reached ({self.request['timeout']:g} s for the whole notebook)"
                 if watch.tripped:
@@ -174,24 +181,6 @@ class _Judge:
         return status, (result.stage or "") + (fresh if result.stage else ""), message
 
 
-def _exception(document):
-    error = _channel().exception(document.get("type"), document.get("message"))
-    where = document.get("where")
-    if isinstance(where, list) and len(where) == 2 and isinstance(where[0], int):
-        error.learner_line = (where[0], str(where[1])[:200])
-    return error
-
-
-def _channel():
-    from . import channel
-    return channel
-
-
-def _limits():
-    from . import limits
-    return limits
-
-
 def exercise_cells(nb) -> list[tuple[object, list[int]]]:
     """[(exercise, [indices of its code cells])] of the notebook's exercises, in order: the cells
     between its heading and its check cell (one tagged skip-execution is left out, as Jupyter would)."""
@@ -209,8 +198,7 @@ def judge(request: dict, emit) -> None:
     calls = request.get("calls")
     if calls is None:        # no instructor edition: the learner's check cells, each checker its exercise's
         calls = {ex.name: checker_call(nb.cells[ex.check_cell].source) for ex, _ in exercise_cells(nb)}
-    judge_ = _Judge(request)
-    judge_.emit = emit
+    judge_ = _Judge(request, emit)
     done = []
     for ex, indices in exercise_cells(nb):
         row = {"exercise": ex.name, "stage": "", "message": ""}

@@ -147,9 +147,13 @@ def protections() -> list[str]:
     lines.append("time limit: the whole run, from the grader's process; each cell of `yours`: " +
                  ("SIGALRM" if hasattr(signal, "SIGALRM") else
                   "a watchdog thread (no SIGALRM here: a cell blocked in C runs on to the run's limit)"))
+    from .isolation import bwrap      # (isolation imports this module)
+    lines.append("grading sandbox: " + ("bubblewrap (own user, PID and network namespaces; a file system "
+                                        "without the solutions)" if bwrap() else
+                                        "not available (no bubblewrap here, or it may not make namespaces)"))
     root = getattr(os, "geteuid", lambda: None)() == 0
-    lines.append("kernels as another user (grade --user): " +
+    lines.append("as another user (grade --user): " +
                  ("available (running as root)" if root else
                   "not available (needs root on Linux or macOS)" if hasattr(os, "geteuid") else
-                  "not available on this OS: every kernel runs as you"))
+                  "not available on this OS: learners' code runs as you"))
     return lines

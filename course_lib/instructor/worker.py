@@ -104,8 +104,8 @@ def main() -> None:
             for name in document["names"]:
                 fn = namespace.get(name)
                 if callable(fn):
-                    uses = {n: {"fn": peer._keep(f), **describe(f)} for n, f in _uses(fn, namespace).items()}
-                    found.append({"fn": peer._keep(fn), **describe(fn), "uses": uses})
+                    uses = {n: {"fn": peer.keep(f), **describe(f)} for n, f in _uses(fn, namespace).items()}
+                    found.append({"fn": peer.keep(fn), **describe(fn), "uses": uses})
                 else:
                     found.append(None)
             Peer.send(peer, {"op": "return", "value": {"list": found}})

@@ -46,7 +46,7 @@ def test_no_solution_is_left_in_the_sandbox(tree, tmp_path, checker):
     """Each solution of the exercise (and its NumPy twin) is a call of removed(), in the file the
     learner's code imports, or its module is not there at all; the checkers, references, plots,
     notebooks and tests are not there."""
-    tree.build(tmp_path, definition_paths(checker.library))
+    tree.build(tmp_path, list(definition_paths(checker.library)))
     root = tmp_path / "course_lib"
     for path in definition_paths(checker.library):
         module, _, name = path.rpartition(".")
@@ -74,7 +74,7 @@ def _run(tmp_path, code):
 def test_softmax_takes_its_helper_and_what_holds_it_but_not_the_rest(tree, tmp_path):
     """Exercise 3.1: softmax_forward, its helper softmax_row and attention (which holds a softmax)
     are gone; LayerNorm still works, loaded from Numba's cache (its file is unchanged)."""
-    tree.build(tmp_path, definition_paths(checks.check_stable_softmax.library))
+    tree.build(tmp_path, list(definition_paths(checks.check_stable_softmax.library)))
     done = _run(tmp_path, """
 import numpy as np, course_lib as cl
 from course_lib._solution_removed import SolutionRemoved
@@ -101,8 +101,8 @@ print("layernorm", y[0].shape, sum(f.stats.cache_misses.values()))
 def test_other_exercises_solutions_stay_usable(tree, tmp_path):
     """Exercise 8.3's cross-entropy backward may use the softmax kernel; 10.2's block backward the
     layer kernels (only Block.backward, and what calls it, is gone)."""
-    tree.build(tmp_path / "83", definition_paths(checks.check_cross_entropy_backward.library))
-    tree.build(tmp_path / "102", definition_paths(checks.check_block_backward.library))
+    tree.build(tmp_path / "83", list(definition_paths(checks.check_cross_entropy_backward.library)))
+    tree.build(tmp_path / "102", list(definition_paths(checks.check_block_backward.library)))
     code = """
 import numpy as np, course_lib as cl
 from course_lib._solution_removed import SolutionRemoved
