@@ -40,6 +40,8 @@ _LAUNCHER = limits.launcher_code(
     "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
 
 
+_KEPT_ENV = {"PATH", "LANG", "LANGUAGE", "TZ", "COURSE_LIB_BLAS"}
+_KEPT_PREFIXES = ("LC_", "NUMBA_", "OMP_", "OPENBLAS_", "MKL_")
 WITHOUT_BWRAP = "COURSE_LIB_NO_BWRAP"     # set (to 1): grade as where bubblewrap cannot run
 
 
@@ -101,7 +103,8 @@ def start_worker(lib: Path, scratch: Path, memory: int, user=None) -> subprocess
     """Start the worker on the sandbox's course_lib (the folder `lib` holds it), in `scratch`.
     user: (uid, gid) to run as where bwrap cannot run (root only), or None."""
     uid, gid = user if (user and not bwrap()) else (-1, -1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_LIB_RESULTS", "PYTHON"))}
+    # the grader's environment may hold secrets (tokens, paths): only what the libraries read passes
+    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES)}
     env.update(PYTHONPATH=str(lib), HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="agg",
                PYTHONDONTWRITEBYTECODE="1", NUMBA_CACHE_DIR=str(scratch / ".numba"))
     # RLIMIT_AS only where it is enforced: elsewhere the judge's MemoryWatch stands in

@@ -29,7 +29,8 @@ PACKAGE = Path(__file__).resolve().parents[1]        # course_lib/
 # epilogue's text package, the commands (each holds references or re-implementations)
 KEPT = ("__init__.py", "_files.py", "_words.py", "_solution_removed.py", "block.py", "config.py",
         "gradcheck.py", "io.py", "model.py", "optim.py", "task.py", "train.py", "kernels",
-        "instructor/__init__.py", "instructor/channel.py", "instructor/worker.py")
+        "instructor/__init__.py", "instructor/channel.py", "instructor/frames.py",
+        "instructor/worker.py")
 NEVER_REMOVED = ("instructor.", "_solution_removed.")
 CHECKS_STUB = '''"""The checkers are not part of the grading sandbox: the grader runs them outside it."""
 

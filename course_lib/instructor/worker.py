@@ -19,6 +19,9 @@ import sys
 import traceback
 
 
+CELL_FILE = "<exercise cell"       # the file name of the learner's cells in tracebacks
+
+
 class _Discard(io.TextIOBase):
     """Where the learner's printing goes: nowhere (the channel is stdout's file)."""
 
@@ -44,28 +47,17 @@ def _where(error: BaseException, filename: str):
     return [frames[-1].lineno, frames[-1].line or ""] if frames else None
 
 
-def main() -> None:
-    # the channel keeps stdin and stdout; the learner's code (and anything it starts) gets neither
-    reader = os.fdopen(os.dup(0), "rb")
-    writer = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    sys.stdout = sys.stderr = _Discard()
-
-    import numpy as np
-    import course_lib
+def _worker_class():
+    """The Peer of the sandbox's side: a call that reached a removed solution answers "raise"
+    with its name (the judge makes it a library call), even where the learner's code caught it."""
     from course_lib import _solution_removed as removed
-    from course_lib.instructor.channel import ChannelError, Peer, describe
-
-    cell_file = "<exercise cell"
-    namespace = {"__name__": "learner", "np": np, "cl": course_lib, "math": math}
+    from course_lib.instructor.channel import Peer
 
     class Worker(Peer):
         def on_error(self, error):
             found = removed.calls[-1] if removed.calls else None
             return {"type": type(error).__name__, "message": str(error)[:2000],
-                    "where": _where(error, cell_file), "library": found}
+                    "where": _where(error, CELL_FILE), "library": found}
 
         def answer(self, document, arrays):
             removed.calls.clear()
@@ -81,7 +73,50 @@ def main() -> None:
                 values = None
             super().send(document, values)
 
-    peer = Worker(reader, writer)
+        def functions(self, names, namespace) -> None:
+            """Answer "get": each name's function (with those of the notebook it calls), or None."""
+            from course_lib.instructor.channel import describe
+            found = []
+            for name in names:
+                fn = namespace.get(name)
+                if callable(fn):
+                    uses = {n: {"fn": self.keep(f), **describe(f)} for n, f in _uses(fn, namespace).items()}
+                    found.append({"fn": self.keep(fn), **describe(fn), "uses": uses})
+                else:
+                    found.append(None)
+            Peer.send(self, {"op": "return", "value": {"list": found}})
+    return Worker
+
+
+def _run_cells(cells, namespace) -> list:
+    """Run each exercise's cells in the namespace; -> [exercise, index of the cell, one line] for
+    each exercise whose cell raised (its later cells are not run)."""
+    errors = []
+    for exercise, sources in cells:
+        for k, source in enumerate(sources):
+            try:
+                exec(compile(source, f"{CELL_FILE} {exercise} {k}>", "exec"), namespace)
+            except BaseException as e:       # SystemExit and the removed solutions' too
+                errors.append([exercise, k, (f"{type(e).__name__}: {e}".strip().splitlines() or [""])[0][:300]])
+                break
+    return errors
+
+
+def main() -> None:
+    # the channel keeps stdin and stdout; the learner's code (and anything it starts) gets neither
+    reader = os.fdopen(os.dup(0), "rb")
+    writer = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    sys.stdout = sys.stderr = _Discard()
+
+    import numpy as np
+    import course_lib
+    from course_lib.instructor.channel import ChannelError
+
+    namespace = {"__name__": "learner", "np": np, "cl": course_lib, "math": math}
+    peer = _worker_class()(reader, writer)
     while True:
         try:
             document, arrays = peer.receive()
@@ -89,26 +124,9 @@ def main() -> None:
             return                                   # the judge is done (or gone)
         op = document.get("op")
         if op == "start":
-            errors = []     # [exercise, index of the cell among its cells, one line]
-            for exercise, sources in document["cells"]:
-                for k, source in enumerate(sources):
-                    try:
-                        exec(compile(source, f"{cell_file} {exercise} {k}>", "exec"), namespace)
-                    except BaseException as e:       # SystemExit and the removed solutions' too
-                        text = (f"{type(e).__name__}: {e}".strip().splitlines() or [""])[0][:300]
-                        errors.append([exercise, k, text])
-                        break
-            peer.send({"op": "ready", "errors": errors})
+            peer.send({"op": "ready", "errors": _run_cells(document["cells"], namespace)})
         elif op == "get":
-            found = []
-            for name in document["names"]:
-                fn = namespace.get(name)
-                if callable(fn):
-                    uses = {n: {"fn": peer.keep(f), **describe(f)} for n, f in _uses(fn, namespace).items()}
-                    found.append({"fn": peer.keep(fn), **describe(fn), "uses": uses})
-                else:
-                    found.append(None)
-            Peer.send(peer, {"op": "return", "value": {"list": found}})
+            peer.functions(document["names"], namespace)
         elif op == "call":
             peer.answer(document, arrays)
         else:

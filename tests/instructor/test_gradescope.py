@@ -155,7 +155,7 @@ def test_a_wrong_answer_and_a_library_call(layout, bundle, python):
 
 HOSTILE = """\
 import json, os, pathlib
-root = pathlib.Path(os.environ["AUTOGRADER_ROOT"])
+root = pathlib.Path(ROOT)        # /autograder on Gradescope: a learner may know it
 forged = json.dumps({"score": 100.0, "tests": []})
 attempts = [lambda: (root / "results" / "results.json").write_text(forged),
             lambda: (root / "results" / "other.json").write_text(forged),
@@ -185,7 +185,7 @@ def test_a_hostile_notebook_writes_nothing_outside_its_scratch_copy(layout, bund
         pytest.skip("the kernels run as another user only when the grader runs as root")
     nb = student_notebook(small_notebook())[0]
     stub = _stub_cell(nb, "Exercise 1.1")
-    stub.source = HOSTILE + stub.source
+    stub.source = HOSTILE.replace("ROOT", repr(str(layout / "hostile"))) + stub.source
     _stub_cell(nb, "Exercise 1.2").source = (      # the library's answer, by a copy of its code
         "import types\nf = cl.task.answer\nmy_answer = types.FunctionType(f.__code__, f.__globals__)\n")
     results, root = run_autograder(layout, bundle, python, "hostile", {"01_tokens_and_task.ipynb": nb})
