@@ -68,7 +68,7 @@ def _system_folders() -> list[str]:
     folders on its path (those with packages .pth files add included), but not a folder that
     holds course_lib's sources beside other things of the project (a clone's root: its
     notebooks, its tests): the sandbox's own course_lib stands in for it."""
-    wanted = {"/usr", "/etc", "/opt", sys.prefix, sys.base_prefix, sys.exec_prefix,
+    wanted = {"/usr", "/etc", sys.prefix, sys.base_prefix, sys.exec_prefix,
               *site.getsitepackages(), site.getusersitepackages()}
     wanted |= {p for p in sys.path if p and Path(p).is_dir() and (
         not (Path(p) / "course_lib").is_dir() or Path(p).name in ("site-packages", "dist-packages"))}

@@ -134,7 +134,9 @@ class _Judge:
                 peer.make_proxy = self.proxy_maker(peer, checker.library)
                 peer.send({"op": "start", "cells": [[name, [] if name in self.broken and name != exercise
                                                      else sources] for name, sources in cells]})
-                ready, _ = peer.receive()
+                self.broken.add(exercise)  # until its cells have run: if the worker dies in them,
+                ready, _ = peer.receive()  # later exercises' workers do not run them again
+                self.broken.discard(exercise)
                 errors = {e[0]: e for e in ready.get("errors", []) if isinstance(e, list) and len(e) == 3}
                 for name in errors:        # later exercises' workers do not run these cells again
                     self.broken.add(name)

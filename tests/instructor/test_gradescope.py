@@ -48,14 +48,18 @@ def layout():
 
 @pytest.fixture(scope="module")
 def python(layout):
+    return python_for_nobody(layout)
+
+
+def python_for_nobody(folder: Path) -> str:
     """This interpreter, or (as root, when nobody cannot run it) the system's Python of the same
-    version over this environment's packages."""
+    version over this environment's packages, in a venv made in `folder` (which every user may enter)."""
     if os.geteuid() != 0 or _runs_as_nobody(sys.executable):
         return sys.executable
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not system.exists():
         pytest.skip(f"nobody cannot run {sys.executable}, and there is no {system}")
-    venv = layout / "venv"
+    venv = folder / "venv"
     subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
     site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     (site / "packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
