@@ -156,14 +156,21 @@ def checker(exercise, title, library=()):
     return wrap
 
 
-_fresh = {"seed": None}
+_fresh = {"seed": None, "drawn": 0}
 
 
 def case_rng(seed):
     """The generator of a checker's random cases: seeded with `seed`, the same in every run, so
     that a notebook prints the same report; within fresh_cases(secret), seeded with the secret
     too (the grader's cases, which no learner's code has seen)."""
+    _fresh["drawn"] += 1
     return np.random.default_rng(seed if _fresh["seed"] is None else [_fresh["seed"], seed])
+
+
+def generators_drawn() -> int:
+    """How many case generators case_rng has made in this process (a checker that made none
+    has no random cases: fresh_cases would not change what it checks)."""
+    return _fresh["drawn"]
 
 
 @contextlib.contextmanager

@@ -33,7 +33,6 @@ or k - 1 kept, the others set to 0 rather than -inf, uniform draws, always the a
 cumulative-sum draw one id off) and the hint names the one it matches.
 """
 import numpy as np
-from scipy.stats import chi2
 
 from .reference import softmax
 from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, dtype_hint, expect_shape, show_digits,
@@ -534,6 +533,7 @@ def _fits(counts, p):
         return True
     expected = counts.sum() * p[live]
     stat = np.sum((counts[live] - expected) ** 2 / expected)
+    from scipy.stats import chi2     # here, not at the top: scipy.stats takes a second to import
     return stat < chi2.isf(P_VALUE, live.sum() - 1)
 
 

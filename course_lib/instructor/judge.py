@@ -33,10 +33,9 @@ import threading
 import time
 from pathlib import Path
 
-import nbformat
-
 from . import isolation, limits
 from .channel import ChannelError, Peer, exception
+from .exercises import expected_exercises, read_cells
 from .stripped import Stripped
 
 
@@ -170,9 +169,11 @@ class _Judge:
     def _check(self, checker, fns) -> tuple[str, str, str]:
         from ..checks import core
         with contextlib.redirect_stdout(io.StringIO()):
+            drawn = core.generators_drawn()
             result = checker(*fns)
             fresh = ""
-            if result.passed:       # the same checks on cases no learner's code has seen
+            # the same checks on cases no learner's code has seen (where the checker has random cases)
+            if result.passed and core.generators_drawn() > drawn:
                 with core.fresh_cases(secrets.randbits(62)):
                     result = checker(*fns)
                 fresh = " (the grader's fresh random cases)"
@@ -186,7 +187,6 @@ class _Judge:
 def exercise_cells(nb) -> list[tuple[object, list[int]]]:
     """[(exercise, [indices of its code cells])] of the notebook's exercises, in order: the cells
     between its heading and its check cell (one tagged skip-execution is left out, as Jupyter would)."""
-    from .exercises import expected_exercises
     return [(ex, [i for i in range(ex.first_cell + 1, ex.check_cell) if nb.cells[i].cell_type == "code"
                   and "skip-execution" not in nb.cells[i].get("metadata", {}).get("tags", [])])
             for ex in expected_exercises(nb)]
@@ -196,7 +196,7 @@ def judge(request: dict, emit) -> None:
     """Grade the notebook of `request` ({"notebook", "calls", "timeout", "memory", "user"}: see
     sandbox.run_notebook), calling emit(row) as each exercise ends."""
     from .. import checks
-    nb = nbformat.read(request["notebook"], as_version=4)
+    nb = read_cells(request["notebook"])
     calls = request.get("calls")
     if calls is None:        # no instructor edition: the learner's check cells, each checker its exercise's
         calls = {ex.name: checker_call(nb.cells[ex.check_cell].source) for ex, _ in exercise_cells(nb)}

@@ -204,9 +204,9 @@ def test_errors_are_one_line(tmp_path, capsys, make_args, says):
 def test_parallel_report_equals_the_serial_one(tmp_path):
     """--jobs 2 and --jobs 1 give the same rows in the same order (learner, then notebook),
     whichever notebook ends first: the first learner's first notebook is the slowest."""
-    slow = small_notebook()
-    solution_cell(slow, "Exercise 1.1").source = "import time\ntime.sleep(4)\n" + solution_cell(
-        slow, "Exercise 1.1").source
+    slow = small_notebook()     # in the last exercise: each exercise's worker runs the cells before it
+    solution_cell(slow, "Exercise 1.5").source = "import time\ntime.sleep(4)\n" + solution_cell(
+        slow, "Exercise 1.5").source
     write(slow, tmp_path / "ann", "01_a.ipynb")
     write(small_notebook(), tmp_path / "ann", "02_b.ipynb")
     write(student_notebook(small_notebook())[0], tmp_path / "ben")
