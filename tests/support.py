@@ -1,8 +1,15 @@
 """Helpers shared by the tests (fixtures live in conftest.py)."""
 import inspect
+import os
 from pathlib import Path
 
 import course_lib as cl
+
+
+def time_limit(seconds: float) -> float:
+    """A subprocess's time limit: `seconds`, times COURSE_LIB_TEST_SLOWDOWN where the tests run
+    emulated (CONTRIBUTING.md, "Other platforms": ARM under qemu compiles 10-30 times slower)."""
+    return seconds * float(os.environ.get("COURSE_LIB_TEST_SLOWDOWN", "1"))
 
 
 def small_config(**overrides):

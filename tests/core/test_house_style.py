@@ -32,3 +32,10 @@ def test_functions_are_at_most_60_lines(path):
 def test_modules_are_at_most_350_lines(path):
     n = len(path.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_MODULE, f"{_name(path)} has {n} lines (at most {MAX_MODULE}): one concern per module"
+
+
+def test_the_longest_first_list_names_files_that_exist():
+    """tests/conftest.py's scheduling order: a file renamed or removed must leave it too."""
+    from conftest import LONGEST_FIRST
+    missing = [p for p in LONGEST_FIRST if not (ROOT.parent / p).is_file()]
+    assert not missing, missing

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from course_lib.kernels._fast import blas, threads
+from support import time_limit
 
 # A training step of a small model in float32 and float64: its loss and every gradient, as JSON,
 # with the path the kernels took and the threads they may use.
@@ -35,7 +36,8 @@ def step(fallback: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != blas.FALLBACK_ENV}
     if fallback:
         env[blas.FALLBACK_ENV] = "numba"
-    run = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True, text=True,
+                         timeout=time_limit(300))
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout)
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from course_lib.kernels._fast import memory
+from support import time_limit
 
 pytestmark = pytest.mark.skipif(not memory.is_glibc(), reason="glibc's malloc only")
 
@@ -33,7 +34,7 @@ print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) /
 def faults_per_step(**env):
     full = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run([sys.executable, "-c", STEPS], env=dict(full, **env), capture_output=True, text=True,
-                         timeout=300)
+                         timeout=time_limit(300))
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from course_lib.kernels._fast.blas import NUMPY_BLAS
+from support import time_limit
 
 pytestmark = pytest.mark.skipif(NUMPY_BLAS is None, reason="NumPy's own OpenBLAS only")
 
@@ -32,7 +33,7 @@ def idle_cpu(import_course_lib, **env):
             if k not in ("OPENBLAS_THREAD_TIMEOUT", "COURSE_LIB_SHORT_SPIN", "OPENBLAS_NUM_THREADS")}
     out = subprocess.run([sys.executable, "-c", IDLE, "import" if import_course_lib else "no"],
                          env=dict(full, OPENBLAS_NUM_THREADS="2", **env), capture_output=True, text=True,
-                         timeout=120)
+                         timeout=time_limit(120))
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
