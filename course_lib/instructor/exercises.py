@@ -38,6 +38,13 @@ def expected_exercises(nb) -> list[Exercise]:
     return found
 
 
+def code_cells(nb, ex: Exercise) -> list[int]:
+    """The indices of the exercise's code cells, between its heading and its check cell (one
+    tagged skip-execution left out, as a notebook run leaves it); grading and `yours` run these."""
+    return [i for i in range(ex.first_cell + 1, ex.check_cell) if nb.cells[i].cell_type == "code"
+            and "skip-execution" not in nb.cells[i].get("metadata", {}).get("tags", [])]
+
+
 class _Cell(dict):
     """A cell as nbformat gives it (cell.source, cell.get("metadata", {}))."""
     __getattr__ = dict.get

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from . import isolation, limits
 from .channel import ChannelError, Peer, exception
-from .exercises import expected_exercises, read_cells
+from .exercises import code_cells, expected_exercises, read_cells
 from .stripped import Stripped
 
 
@@ -185,11 +185,8 @@ class _Judge:
 
 
 def exercise_cells(nb) -> list[tuple[object, list[int]]]:
-    """[(exercise, [indices of its code cells])] of the notebook's exercises, in order: the cells
-    between its heading and its check cell (one tagged skip-execution is left out, as Jupyter would)."""
-    return [(ex, [i for i in range(ex.first_cell + 1, ex.check_cell) if nb.cells[i].cell_type == "code"
-                  and "skip-execution" not in nb.cells[i].get("metadata", {}).get("tags", [])])
-            for ex in expected_exercises(nb)]
+    """[(exercise, [indices of its code cells])] of the notebook's exercises, in order."""
+    return [(ex, code_cells(nb, ex)) for ex in expected_exercises(nb)]
 
 
 def judge(request: dict, emit) -> None:

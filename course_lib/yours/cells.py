@@ -20,7 +20,7 @@ import nbformat
 import numpy as np
 
 from ..instructor import limits
-from ..instructor.exercises import expected_exercises
+from ..instructor.exercises import code_cells, expected_exercises
 from .parts import HELPERS, PARTS, train_loop_in
 
 NOTEBOOK = re.compile(r"^(\d\d)_.*\.ipynb$")
@@ -67,7 +67,7 @@ def read_folder(folder) -> list[Exercise]:
             found.append(Exercise(f"{path.name}", path.name, [], "error", f"not a readable notebook ({e})"))
             continue
         for ex in expected_exercises(nb):
-            cells = [c.source for c in nb.cells[ex.first_cell + 1:ex.check_cell] if c.cell_type == "code"]
+            cells = [nb.cells[i].source for i in code_cells(nb, ex)]
             found.append(Exercise(ex.name, path.name, cells))
     return found
 
