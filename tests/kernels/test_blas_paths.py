@@ -69,6 +69,16 @@ def test_the_kernels_threads_do_not_depend_on_the_path(both):
     assert default["threads"] == fallback["threads"]
 
 
+@pytest.mark.parametrize("product", ["_matmul_numba", "_matmul_into_numba"])
+def test_the_fallback_names_mixed_dtypes_as_the_cblas_path_does(product):
+    """float32 @ float64 on the fallback: the one-line message, not Numba's typing error (`@` of
+    two dtypes does not even compile there)."""
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float64)
+    args = (a, b) if product == "_matmul_numba" else (a, b, np.empty((2, 4), np.float32))
+    with pytest.raises(ValueError, match="matmul: a is float32 but b is float64: the arrays of one call need one dtype"):
+        getattr(blas, product)(*args)
+
+
 def test_blas_threads_limits_the_count_on_either_path():
     with threads.blas_threads(1):
         assert threads.blas_thread_count() == 1

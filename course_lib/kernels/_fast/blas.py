@@ -20,6 +20,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from numba import config as numba_config
 from numba import types
+from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
 from .jit import kernel
@@ -141,6 +142,17 @@ def _matmul_numpy_blas(a, b):
     return c
 
 
+def _product(a, b):
+    """a @ b where both have one dtype (Numba cannot even type `@` on two)."""
+
+
+@overload(_product)
+def _product_typed(a, b):
+    if a.dtype != b.dtype:      # never run: same_dtype has raised its message before
+        return lambda a, b: np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+    return lambda a, b: np.ascontiguousarray(a) @ np.ascontiguousarray(b)
+
+
 @kernel
 def _matmul_numba(a, b):
     """a (M, K) @ b (K, N) -> (M, N) through Numba (SciPy's BLAS): the fallback, with the checks and
@@ -148,7 +160,7 @@ def _matmul_numba(a, b):
     if b.shape[0] != a.shape[1]:
         raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
     same_dtype("matmul", "a", a, "b", b)
-    return np.ascontiguousarray(a) @ np.ascontiguousarray(b)
+    return _product(a, b)
 
 
 @kernel
