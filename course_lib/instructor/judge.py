@@ -14,9 +14,9 @@ exercise of the learner's notebook, in order:
 
 Then, if the checker passed and drew random cases, it runs again with random cases drawn from
 a secret seed (the checks' fresh cases, checks/core.py's case_rng): no answer table learned
-from the notebook's checker passes them. One JSON line per exercise on stdout as it ends ({"exercise", "status",
-"stage", "message"}); the worker of each exercise is killed when it ends (and at the
-notebook's time limit, counted from the judge's start).
+from the notebook's checker passes them. One JSON line per exercise on stdout as it ends
+({"exercise", "status", "stage", "message"}); the worker of each exercise is killed when it
+ends (and at the notebook's time limit, counted from the judge's start).
 """
 from __future__ import annotations
 

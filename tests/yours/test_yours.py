@@ -273,3 +273,19 @@ def test_an_unreadable_notebook_is_named_for_its_functions(tmp_path):
         assert status == "error" and message.startswith("its notebook, 05_residuals_and_layernorm.ipynb "), message
         assert "not a readable notebook" in message
     assert statuses["embed"][0] == "yours" and "why course_lib's stands in:" in str(got)
+
+
+def test_a_cell_tagged_skip_execution_is_left_out_as_the_grader_leaves_it(tmp_path):
+    """An exercise's code cell tagged skip-execution does not run in `yours`, as in grading."""
+    from course_lib.yours.cells import read_folder
+    nb = nbformat.read(NOTEBOOKS / "01_tokens_and_task.ipynb", as_version=4)
+    ex = expected_exercises(nb)[0]
+    cell = next(c for c in nb.cells[ex.first_cell + 1:ex.check_cell] if c.cell_type == "code")
+    kept = cell.source
+    cell.metadata["tags"] = ["skip-execution"]
+    nbformat.write(nb, tmp_path / "01_tokens_and_task.ipynb")
+    got = next(e for e in read_folder(tmp_path) if e.name == ex.name)
+    assert kept not in got.sources
+    cell.metadata["tags"] = []
+    nbformat.write(nb, tmp_path / "01_tokens_and_task.ipynb")
+    assert kept in next(e for e in read_folder(tmp_path) if e.name == ex.name).sources
