@@ -149,7 +149,7 @@ def _rows(base: dict, nb, outcome, expected) -> list[dict]:
 
 
 def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=None,
-                   expected: list[tuple] | None = None) -> list[dict]:
+                   expected: list[tuple] | None = None, threads: int | None = None) -> list[dict]:
     """The report rows of one learner's notebook; expected: the instructor edition's (exercise,
     title, checker call) list (reference_exercises), or None to read the exercises and their
     checkers from the notebook itself. Never raises: a failure of the grader's own becomes a row
@@ -166,7 +166,8 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
             return whole_notebook("error", f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})")
         try:
             calls = {e[0]: e[2] for e in expected if len(e) > 2} if expected is not None else None
-            outcome = sandbox.run_notebook(path, calls, timeout=timeout, memory=memory, user=user)
+            outcome = sandbox.run_notebook(path, calls, timeout=timeout, memory=memory, user=user,
+                                           threads=threads)
         except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
             return whole_notebook("error", f"the grader could not run it ({type(err).__name__}: {err})")
         base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
@@ -197,14 +198,17 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
     try:
         with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
                 ThreadPoolExecutor(max_workers=jobs) as pool:
-            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done)
+            # each notebook graded at once gets its share of the cores: BLAS threads beyond it
+            # would wait for one another's time slices at every product
+            threads = max(1, default_jobs() // jobs)
+            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads)
     finally:
         if user and isolation.mode(user) == "user":
             isolation.kill_user(user[0])     # what a learner's code left running as that user
 
 
-def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done):
-    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name)): i
+def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads):
+    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name), threads): i
                for i, (learner, nb) in enumerate(todo)}
     try:
         for future in as_completed(futures):

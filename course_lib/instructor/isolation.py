@@ -99,14 +99,22 @@ def mode(user) -> str:
     return "bwrap" if bwrap() else ("user" if user else "none")
 
 
+def worker_env(lib: Path, scratch: Path) -> dict:
+    """The worker's environment. The grader's may hold secrets (tokens, paths): only what the
+    libraries read passes, and no NUMBA_CACHE_DIR: Numba looks beside the sandbox's modules,
+    where stripped.py put the grader's compiled kernels."""
+    env = {k: v for k, v in os.environ.items() if (k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES))
+           and k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(lib), HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="agg",
+               PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
 def start_worker(lib: Path, scratch: Path, memory: int, user=None) -> subprocess.Popen:
     """Start the worker on the sandbox's course_lib (the folder `lib` holds it), in `scratch`.
     user: (uid, gid) to run as where bwrap cannot run (root only), or None."""
     uid, gid = user if (user and not bwrap()) else (-1, -1)
-    # the grader's environment may hold secrets (tokens, paths): only what the libraries read passes
-    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES)}
-    env.update(PYTHONPATH=str(lib), HOME=str(scratch), TMPDIR=str(scratch), MPLBACKEND="agg",
-               PYTHONDONTWRITEBYTECODE="1", NUMBA_CACHE_DIR=str(scratch / ".numba"))
+    env = worker_env(lib, scratch)
     # RLIMIT_AS only where it is enforced: elsewhere the judge's MemoryWatch stands in
     command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0),
                str(uid), str(gid)]

@@ -26,6 +26,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,10 @@ class Outcome:
     rows: list = field(default_factory=list)
     reason: str = ""                 # one line; empty when every exercise was graded
     seconds: float = 0.0
+
+
+# what BLAS libraries read for their thread count (the worker's environment keeps them: isolation.py)
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def package_env() -> dict:
@@ -109,20 +114,33 @@ def _read_rows(stream, into: queue.Queue, workers: list) -> None:
     into.put(None)
 
 
-def run_notebook(path, calls=None, *, timeout: float = 300, memory: int = 4 * 2**30, user=None) -> Outcome:
+def run_notebook(path, calls=None, *, timeout: float = 300, memory: int = 4 * 2**30, user=None,
+                 threads: int | None = None) -> Outcome:
     """Grade the notebook at `path`; never raises for the learner's faults. calls: exercise ->
     [checker name, [argument names]], as the instructor edition's check cells call them (None: as
     the learner's own do, each checker then checked to be its exercise's). user: (uid, gid) to run
-    the learner's code as where bubblewrap cannot run (see kernel_user)."""
+    the learner's code as where bubblewrap cannot run (see kernel_user). threads: the BLAS threads
+    of the judge and its workers (None: BLAS's default, every core), unless the environment sets them."""
     request = {"notebook": str(path), "calls": calls,
                "timeout": timeout, "memory": memory, "user": list(user) if user else None}
+    env = package_env()
+    for name in THREAD_VARIABLES if threads else ():
+        env.setdefault(name, str(threads))
+    with tempfile.TemporaryDirectory(prefix="course-grading-", ignore_cleanup_errors=True) as folder:
+        # the judge's sandboxes go inside: removed here even where the judge was killed
+        os.chmod(folder, 0o711)       # another user's worker reaches its folder inside, lists none
+        return _judge(request, timeout, {**env, "TMPDIR": folder})
+
+
+def _judge(request: dict, timeout: float, env: dict) -> Outcome:
+    """Run one judge on the request and collect its rows until it ends or the time is up."""
     outcome, start = Outcome(), time.monotonic()
     with _lock:
         if _stopping.is_set():
             raise KeyboardInterrupt
         process = subprocess.Popen([sys.executable, "-m", "course_lib.instructor.judge", json.dumps(request)],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=package_env(), start_new_session=True, text=True, encoding="utf-8")
+                                   env=env, start_new_session=True, text=True, encoding="utf-8")
         _running.add(process)
     rows, errors, workers = queue.Queue(), [], []
     readers = [threading.Thread(target=_read_rows, args=(process.stdout, rows, workers), daemon=True),

@@ -23,6 +23,11 @@ import ast
 import shutil
 from pathlib import Path
 
+from numba import config as numba_config
+from numba.core.caching import _CacheLocator
+
+from ..kernels._fast import blas
+
 PACKAGE = Path(__file__).resolve().parents[1]        # course_lib/
 # the parts an exercise's cells may use (the model, its kernels, the optimisers, the task, the
 # gradient checks), the worker and the channel; not the checkers, `yours`, the plots, the
@@ -130,7 +135,7 @@ class Stripped:
             else:
                 shutil.copy2(PACKAGE / rel, target)      # the time stamp too: Numba's cache checks it
                 if rel.suffix == ".py":
-                    _copy_cache(PACKAGE / rel, target)
+                    _copy_cache(PACKAGE / rel, target, _worker_cache_dir(root))
         (root / "checks").mkdir(exist_ok=True)
         (root / "checks" / "__init__.py").write_text(CHECKS_STUB, encoding="utf-8")
         return sorted(d.path for d in gone)
@@ -160,14 +165,31 @@ def _decorator_name(node) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
-def _copy_cache(source: Path, target: Path) -> None:
-    """Numba's cache files of the module `source` (beside it, in __pycache__) next to `target`."""
-    cache = source.parent / "__pycache__"
+def cache_folder(py_file: Path, cache_dir) -> Path:
+    """The folder where Numba keeps the compiled kernels of the module py_file: beside it, or
+    under cache_dir (NUMBA_CACHE_DIR, or the fallback BLAS's own) in a folder named by Numba's
+    rule from the module's folder (its name and a hash of its absolute path)."""
+    if not cache_dir:
+        return py_file.parent / "__pycache__"
+    return Path(cache_dir) / _CacheLocator.get_suitable_cache_subpath(str(py_file))
+
+
+def _worker_cache_dir(root: Path):
+    """Numba's cache folder in the worker on the sandbox's course_lib at root (the worker has no
+    NUMBA_CACHE_DIR): none on NumPy's BLAS, the fallback's own beside its blas.py otherwise."""
+    return None if blas.NUMPY_BLAS else root / "kernels" / "_fast" / "__pycache__" / blas.FALLBACK_CACHE
+
+
+def _copy_cache(source: Path, target: Path, target_cache_dir) -> None:
+    """Numba's cache files of the module `source`, where this process keeps them, to where the
+    worker will look for those of `target`."""
+    cache = cache_folder(source, numba_config.CACHE_DIR)
     if not cache.is_dir():
         return
     stem = source.stem + "."
     files = [f for f in cache.iterdir() if f.name.startswith(stem) and f.suffix in (".nbi", ".nbc")]
     if files:
-        (target.parent / "__pycache__").mkdir(exist_ok=True)
+        folder = cache_folder(target, target_cache_dir)
+        folder.mkdir(parents=True, exist_ok=True)
         for f in files:
-            shutil.copy2(f, target.parent / "__pycache__" / f.name)
+            shutil.copy2(f, folder / f.name)

@@ -247,16 +247,32 @@ def _wait_for_workers(grader, n, seconds=120):
     return _workers(grader)
 
 
+def test_each_notebook_graded_at_once_gets_its_share_of_the_cores(tmp_path, monkeypatch):
+    """--jobs 2: the BLAS of each judge and its workers may use half the cores (one thread at
+    least), so that the notebooks graded side by side do not fight over them."""
+    for name in sandbox.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    share = max(1, grade.default_jobs() // 2)
+    nb = small_notebook()
+    cell = solution_cell(nb, "Exercise 1.1")
+    cell.source = f"import os\nassert os.environ['OPENBLAS_NUM_THREADS'] == '{share}'\n" + cell.source
+    write(nb, tmp_path / "ann")
+    rows = grade.grade(tmp_path, timeout=60, progress=False, jobs=2)
+    assert by_exercise(rows, "ann")["Exercise 1.1"]["status"] == "passed", by_exercise(rows, "ann")
+
+
 def test_ctrl_c_keeps_the_graded_rows_and_stops_every_worker(tmp_path):
     """Two endless notebooks and a quick one, two at a time: Ctrl-C after the quick one is graded
-    writes its rows, says the report is partial, and leaves no process of a learner running."""
+    writes its rows, says the report is partial, and leaves no process of a learner running and
+    no file in the temporary folder."""
     endless = small_notebook()
     solution_cell(endless, "Exercise 1.1").source = "while True:\n    pass"
     write(small_notebook(), tmp_path / "class" / "ann")
     write(endless, tmp_path / "class" / "bob")
     write(endless, tmp_path / "class" / "cat")
-    out = tmp_path / "r.csv"
-    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent)}
+    out, scratch = tmp_path / "r.csv", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(NB01.parent.parent), "TMPDIR": str(scratch)}
     grader = subprocess.Popen([sys.executable, "-m", "course_lib", "grade", str(tmp_path / "class"), "--out",
                                str(out), "--jobs", "2", "--timeout", "120", "--no-progress"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -273,6 +289,7 @@ def test_ctrl_c_keeps_the_graded_rows_and_stops_every_worker(tmp_path):
         assert [(r["learner"], r["status"]) for r in csv.DictReader(f)] == [("ann", "passed")] * 4
     _, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive
+    assert not list(scratch.iterdir())           # the sandboxes' copies of the killed judges too
 
 
 def test_ctrl_c_stops_grading_in_one_line(tmp_path):

@@ -1,13 +1,13 @@
 """The course_lib that a learner's code imports while an exercise is graded (stripped.py): no
 working version of that exercise in it, everything else that an exercise may use still working."""
 import ast
-import os
 import subprocess
 import sys
 
 import pytest
 
 import course_lib.checks as checks
+from course_lib.instructor import isolation
 from course_lib.instructor.judge import definition_paths
 from course_lib.instructor.stripped import Stripped
 
@@ -66,8 +66,8 @@ def test_no_solution_is_left_in_the_sandbox(tree, tmp_path, checker):
 
 
 def _run(tmp_path, code):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    return subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(tmp_path)},
+    """Run code on the sandbox's course_lib in tmp_path, in the environment a grading worker has."""
+    return subprocess.run([sys.executable, "-c", code], env=isolation.worker_env(tmp_path, tmp_path),
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 

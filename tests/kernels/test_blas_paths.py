@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import course_lib as cl
 from course_lib.kernels._fast import blas, threads
 from support import time_limit
 
@@ -33,7 +34,9 @@ json.dump(out, sys.stdout)
 
 
 def step(fallback: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != blas.FALLBACK_ENV}
+    # the machine's default threads (not the test worker's share): what each path makes of them
+    env = {k: v for k, v in os.environ.items() if k not in (blas.FALLBACK_ENV, "OPENBLAS_NUM_THREADS",
+                                                              "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     if fallback:
         env[blas.FALLBACK_ENV] = "numba"
     run = subprocess.run([sys.executable, "-c", STEP], env=env, capture_output=True, text=True,
@@ -77,6 +80,24 @@ def test_the_fallback_names_mixed_dtypes_as_the_cblas_path_does(product):
     args = (a, b) if product == "_matmul_numba" else (a, b, np.empty((2, 4), np.float32))
     with pytest.raises(ValueError, match="matmul: a is float32 but b is float64: the arrays of one call need one dtype"):
         getattr(blas, product)(*args)
+
+
+def test_the_fallback_that_cannot_write_its_cache_compiles_its_kernels(tmp_path):
+    """With its cache folder unwritable, Numba would load the kernels beside the modules, compiled
+    for NumPy's BLAS (which the fallback never loads: a crash). The fallback compiles instead."""
+    x, w = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    expected = cl.kernels.linear_forward(x, w, None)       # here: a cache beside the module
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")                                 # no folder can be made under a file
+    code = ("import numpy as np, course_lib as cl\n"
+            "from course_lib.kernels import linear\n"
+            "y = cl.kernels.linear_forward(np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4), None)\n"
+            "print(y.tolist(), type(linear.linear_forward._cache).__name__)\n")
+    env = {**os.environ, blas.FALLBACK_ENV: "numba", "NUMBA_CACHE_DIR": str(blocker / "cache")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=time_limit(300))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == f"{expected.tolist()} NullCache"
 
 
 def test_blas_threads_limits_the_count_on_either_path():

@@ -15,10 +15,9 @@ def recorder():
 
 
 def test_two_halves_on_two_threads_when_blas_may_use_two():
-    if threads.blas_thread_count() < 2:
-        pytest.skip("BLAS runs on one thread here")
     seen, piece = recorder()
-    threads.split_work(piece, 7, "x")
+    with threads.blas_threads(2):
+        threads.split_work(piece, 7, "x")
     assert sorted(s[:2] for s in seen) == [(0, 3), (3, 7)]
     assert {s[2] for s in seen} == {threading.current_thread().name, "course_lib split_work"}
     assert all(s[3] == "x" for s in seen)
@@ -39,14 +38,12 @@ def test_one_thread_when_the_caller_finds_it_not_worth_it():
 
 
 def test_the_helpers_error_comes_back_and_the_helper_works_on():
-    if threads.blas_thread_count() < 2:
-        pytest.skip("BLAS runs on one thread here")
-
     def second_half_fails(first, last):
         if first > 0:
             raise KeyError("from the helper")
-    with pytest.raises(KeyError, match="from the helper"):
-        threads.split_work(second_half_fails, 4)
     seen, piece = recorder()
-    threads.split_work(piece, 4, "again")
+    with threads.blas_threads(2):
+        with pytest.raises(KeyError, match="from the helper"):
+            threads.split_work(second_half_fails, 4)
+        threads.split_work(piece, 4, "again")
     assert sorted(s[:2] for s in seen) == [(0, 2), (2, 4)]

@@ -15,6 +15,7 @@ fallback. COURSE_LIB_BLAS=numba forces the fallback (to test it, or to compare).
 """
 import ctypes
 import os
+import tempfile
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -23,10 +24,12 @@ from numba import types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
+from . import jit
 from .jit import kernel
 
 _SGEMM, _DGEMM = "scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"   # NumPy 2 wheels: 64-bit integer CBLAS
 FALLBACK_ENV = "COURSE_LIB_BLAS"     # "numba": the kernels' products go through Numba's a @ b
+FALLBACK_CACHE = "blas-fallback"     # the fallback's cache folder, in NUMBA_CACHE_DIR or beside this file
 
 
 def numpy_blas_controller():
@@ -48,6 +51,16 @@ def _numpy_cblas(controller):
     return controller.filepath if hasattr(lib, _SGEMM) and hasattr(lib, _DGEMM) else None
 
 
+def _writable(folder) -> bool:
+    """Whether a file can be made in folder (made if missing), as Numba tries its cache folders."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
+
+
 NUMPY_BLAS_CONTROLLER = numpy_blas_controller()
 NUMPY_BLAS = _numpy_cblas(NUMPY_BLAS_CONTROLLER)   # its path, or None: the fallback
 if NUMPY_BLAS is not None:
@@ -58,7 +71,9 @@ else:
     # fallback keeps its compiled kernels in a cache of its own (set before any kernel is defined).
     numba_config.CACHE_DIR = os.path.join(
         numba_config.CACHE_DIR or os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"),
-        "blas-fallback")
+        FALLBACK_CACHE)
+    # Where Numba cannot write there, it would look beside the modules: no cache at all then.
+    jit.CACHE = _writable(numba_config.CACHE_DIR)
 
 # OpenBLAS runs a product with M * N * K up to this in the calling thread, larger ones on its
 # threads (interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4). Products

@@ -18,6 +18,7 @@ from numba import njit
 from numba.core.compiler import Compiler
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+CACHE = True    # blas.py turns it off where the fallback BLAS cannot write a cache of its own
 
 
 class _NoInterleaveCompiler(Compiler):
@@ -46,5 +47,5 @@ def kernel(fn=None, *, nogil=False):
     (threads.split_work); the others keep it (releasing costs a little at every call)."""
     if fn is None:
         return lambda f: kernel(f, nogil=nogil)
-    return njit(cache=True, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
+    return njit(cache=CACHE, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
                 pipeline_class=_NoInterleaveCompiler)(fn)
