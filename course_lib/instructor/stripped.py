@@ -165,7 +165,7 @@ def _decorator_name(node) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
-def cache_folder(py_file: Path, cache_dir) -> Path:
+def _cache_folder(py_file: Path, cache_dir) -> Path:
     """The folder where Numba keeps the compiled kernels of the module py_file: beside it, or
     under cache_dir (NUMBA_CACHE_DIR, or the fallback BLAS's own) in a folder named by Numba's
     rule from the module's folder (its name and a hash of its absolute path)."""
@@ -183,13 +183,13 @@ def _worker_cache_dir(root: Path):
 def _copy_cache(source: Path, target: Path, target_cache_dir) -> None:
     """Numba's cache files of the module `source`, where this process keeps them, to where the
     worker will look for those of `target`."""
-    cache = cache_folder(source, numba_config.CACHE_DIR)
+    cache = _cache_folder(source, numba_config.CACHE_DIR)
     if not cache.is_dir():
         return
     stem = source.stem + "."
     files = [f for f in cache.iterdir() if f.name.startswith(stem) and f.suffix in (".nbi", ".nbc")]
     if files:
-        folder = cache_folder(target, target_cache_dir)
+        folder = _cache_folder(target, target_cache_dir)
         folder.mkdir(parents=True, exist_ok=True)
         for f in files:
             shutil.copy2(f, folder / f.name)
