@@ -5,6 +5,7 @@ import sys
 import numpy as np
 import pytest
 
+pytest.importorskip("resource", reason="profile_step.py counts page faults with getrusage (POSIX)")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import profile_step  # noqa: E402
 from bench_sizes import make_config  # noqa: E402

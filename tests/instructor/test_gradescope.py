@@ -8,7 +8,6 @@ runs the same packages with the system's interpreter of the same version.
 """
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -29,7 +28,11 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def _runs_as_nobody(python) -> bool:
-    nobody = pwd.getpwnam("nobody")
+    try:
+        import pwd                   # POSIX: where there is none, nobody does not exist either
+        nobody = pwd.getpwnam("nobody")
+    except (ImportError, KeyError):
+        return False
     try:
         return subprocess.run([python, "-c", ""], user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
                               capture_output=True).returncode == 0
@@ -53,8 +56,13 @@ def python(layout):
 
 def python_for_nobody(folder: Path) -> str:
     """This interpreter, or (as root, when nobody cannot run it) the system's Python of the same
-    version over this environment's packages, in a venv made in `folder` (which every user may enter)."""
-    if os.geteuid() != 0 or _runs_as_nobody(sys.executable):
+    version over this environment's packages, in a venv made in `folder` (which every user may enter).
+    Gradescope's autograder runs on Linux, the learner's code as nobody: not where POSIX's users are not."""
+    try:
+        import pwd  # noqa: F401
+    except ImportError:
+        pytest.skip("Gradescope runs its autograders on Linux (POSIX users); this machine has none")
+    if getattr(os, "geteuid", lambda: -1)() != 0 or _runs_as_nobody(sys.executable):
         return sys.executable
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not system.exists():
