@@ -3,6 +3,7 @@
     python benchmarks/bench_sizes.py                 # all sizes
     python benchmarks/bench_sizes.py --sizes tiny    # one size; --repeats, --no-start, --no-memory
     python benchmarks/bench_sizes.py --pytorch eager # only the eager anchor (no 20 s compiles)
+    python benchmarks/bench_sizes.py --cores 2 8 16  # each core count pinned, against PyTorch eager: a table
 
 PyTorch runs three ways (--pytorch): eager, the reference model of course_lib.torch_reference
 (the speed-ups are against it); sdpa, the same model with F.scaled_dot_product_attention, as
@@ -190,9 +191,14 @@ def main():
     ap.add_argument("--no-start", action="store_true", help="skip cold/warm start measurements")
     ap.add_argument("--no-memory", action="store_true", help="skip the GPT-2 small T=1024 memory check")
     ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: all cores)")
+    ap.add_argument("--cores", type=int, nargs="+", help="run each core count pinned to that many cores "
+                    "(Linux), every library's threads to match, against PyTorch eager, and print a table")
+    ap.add_argument("--json", help=argparse.SUPPRESS)          # --cores' children write their results here
     args = ap.parse_args()
     if args.blas_threads:
         os.environ["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)     # for the workers, which start after this
+    if args.cores:
+        return scaling(args.cores, args.sizes, args.repeats)
     peak = matmul_peak()
     print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {os.cpu_count()} cores")
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s")
@@ -202,6 +208,9 @@ def main():
         except WorkerError as err:
             print(f"\n{size}: failed: {str(err).strip()[-500:]}")
             continue
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(r) + "\n")
         spec = SIZES[size]
         print(f"\n{size}: batch {spec['batch']}, T {spec['seq']} ({r['flops'] / 1e9:.2f} GFLOP per step; "
               f"median and min of {args.repeats} interleaved rounds of {r['inner']} steps)")
@@ -231,6 +240,45 @@ def main():
             print(f"GPT-2 small, B 1, T 1024: failed: {m['error']}")
         else:
             print(f"peak memory, GPT-2 small step at B 1, T 1024: {m['rss_gb']:.2f} GB")
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def scaling(cores, sizes, repeats):
+    """bench_sizes for each core count in a child pinned to cores 0..n-1 with every library's threads
+    set to n (BLAS, PyTorch, Numba and so course_lib's kernels); then the table of speed-ups."""
+    if not hasattr(os, "sched_setaffinity"):
+        sys.exit("--cores pins processes to cores: Linux only")
+    available = sorted(os.sched_getaffinity(0))
+    print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {len(available)} cores; PyTorch eager, {repeats} rounds")
+    rows = {}
+    for n in cores:
+        if n > len(available):
+            print(f"{n} cores: this machine lets the process use {len(available)}; skipped")
+            continue
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as out:
+            env = {**os.environ, **{name: str(n) for name in THREAD_VARIABLES}}
+            subprocess.run([sys.executable, __file__, "--sizes", *sizes, "--pytorch", "eager", "--no-numpy",
+                            "--no-start", "--no-memory", "--repeats", str(repeats), "--json", out.name],
+                           env=env, preexec_fn=lambda: os.sched_setaffinity(0, available[:n]), check=False)
+            rows[n] = {r["size"]: r for r in map(json.loads, open(out.name).read().splitlines())}
+    print("\n| cores | " + " | ".join(sizes) + " |\n|---|" + "---|" * len(sizes))
+    for n, results in rows.items():
+        cells = []
+        for size in sizes:
+            r = results.get(size)
+            if r is None:
+                cells.append("failed")
+                continue
+            ours, theirs = r["median"]["course_lib"], r["median"]["pytorch"]
+            cells.append(f"{_ms(ours)} vs {_ms(theirs)}: **{theirs / ours:.2f}x** "
+                         f"({r['min']['pytorch'] / r['min']['course_lib']:.2f}x)")
+        print(f"| {n} | " + " | ".join(cells) + " |")
+
+
+def _ms(seconds):
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ timed call by call; what is left of the step is Python between the kernels (and 
 checks). The timers' own cost outside the timed calls (measured on an empty call, about half
 a microsecond a call) is a row of its own, not part of Python's. PyTorch is read by
 torch.profiler (self CPU time per op). Both also report page faults and system time per step:
-memory the step allocates fresh from the system is paid for there. Profiling adds about a
+memory the step allocates fresh from the system is paid for there. Each of course_lib's rows
+says how many threads the kernel ran on (the most its splits used). Profiling adds about a
 microsecond a call, so the course model's step looks a little slower than in bench_sizes.
 course_lib's report ends with the issue-25 figures: attention's share of the step, GELU's
 time per element (forward and backward together), and Python between the kernels plus Adam;
@@ -70,24 +71,32 @@ class TimedKernels(types.SimpleNamespace):
     def __init__(self, module):
         super().__init__()
         self.seconds, self.calls, self.elements = collections.Counter(), collections.Counter(), collections.Counter()
+        self.threads, self.current = {}, None      # the most threads a kernel's split_work used
         for name in dir(module):
             value = getattr(module, name)
             setattr(self, name, self._timed(name, value) if callable(value) and not isinstance(value, type) else value)
 
     def _timed(self, name, fn):
         def call(*args, **kwargs):
+            self.current = name
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.current = None
                 self.seconds[name] += time.perf_counter() - t0
                 self.calls[name] += 1
                 self.elements[name] += getattr(args[0], "size", 0) if args else 0
         return call
 
     def clear(self):
-        for counter in (self.seconds, self.calls, self.elements):
+        for counter in (self.seconds, self.calls, self.elements, self.threads):
             counter.clear()
+
+    def observe(self, k):
+        """threads.observer: the threads a split of the kernel running now (else of Adam) used."""
+        name = self.current or "Adam (optimiser step)"
+        self.threads[name] = max(k, self.threads.get(name, 1))
 
     def overhead(self, n=20000):
         """Seconds a timed call costs outside its own timer (measured on an empty function)."""
@@ -103,8 +112,10 @@ class TimedKernels(types.SimpleNamespace):
 def profile_course_lib(size, steps):
     """-> (wall seconds per step, {row: seconds per step}, {kernel: calls per step}, faults, system s per step)."""
     import course_lib as cl
+    from course_lib.kernels._fast import threads
 
     timed = TimedKernels(cl.kernels)
+    threads.observer = timed.observe
     model = swappable(make_config(size))
     model.swapped = timed
     opt = cl.optim.Adam(model.params, lr=1e-4)
@@ -129,7 +140,8 @@ def profile_course_lib(size, steps):
     rows["the rest: Python between the kernels"] = np.sum(wall) / steps - sum(rows.values())
     calls = {name: n / steps for name, n in timed.calls.items()}
     calls["gelu elements"] = timed.elements["gelu_forward"] / steps
-    figures = alone(model, opt, step())
+    calls["threads"] = dict(timed.threads)
+    threads.observer = None    figures = alone(model, opt, step())
     figures["Python + Adam, kernels' work taken out"] = without_kernels(model, opt, tokens, targets)
     return float(np.median(wall)), rows, calls, *usage, figures
 
@@ -258,6 +270,8 @@ def report(name, wall, rows, calls, faults, system, top, alone=None):
     ranked = sorted(rows.items(), key=lambda kv: -kv[1])
     for key, seconds in ranked[:top]:
         n = f"{calls[key]:g} calls" if key in calls else ""
+        if key in calls.get("threads", {}):
+            n += f"{', ' if n else ''}up to {calls['threads'][key]} threads"
         print(f"  {key[:44]:<44} {seconds * 1e3:9.3f} ms  {seconds / wall:6.1%}  {n}")
     if len(ranked) > top:
         print(f"  {len(ranked) - top} more, together {sum(s for _, s in ranked[top:]) * 1e3:.3f} ms")

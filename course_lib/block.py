@@ -19,6 +19,8 @@ returns (M, C): everything after it works per position.
 """
 import numpy as np
 
+from .kernels._fast.copy import column_block, join_columns
+
 
 class Block:
     """Block i of a model: block = Block(i, config, params, kernels); y, saved = block.forward(x, B, T).
@@ -128,7 +130,7 @@ class Block:
         Q, K, V at all N positions; the heads and the output projection only at `rows` (all if None).
         """
         params, at = self.params, self.prefix + "attn."
-        w_qkv = np.concatenate([params[at + "w_q"], params[at + "w_k"], params[at + "w_v"]], axis=1)
+        w_qkv = join_columns(params[at + "w_q"], params[at + "w_k"], params[at + "w_v"])
         b_qkv = None
         if self.config.attn_bias:
             b_qkv = np.concatenate([params[at + "b_q"], params[at + "b_k"], params[at + "b_v"]])
@@ -144,7 +146,7 @@ class Block:
         dqkv = self.heads_backward(dheads, s["attn.qkv"], s["attn.weights"], s["rows"])
         dx, dw_qkv, db_qkv = k.linear_backward(dqkv, s["attn.x"], s["attn.w_qkv"], bias)   # [Q K V] = x W_qkv
         for j, w in enumerate("qkv"):
-            grads[at + "w_" + w] = np.ascontiguousarray(dw_qkv[:, j * C:(j + 1) * C])
+            grads[at + "w_" + w] = column_block(dw_qkv, j * C, (j + 1) * C)
             if bias:
                 grads[at + "b_" + w] = db_qkv[j * C:(j + 1) * C].copy()
         if bias:

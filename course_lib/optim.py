@@ -6,8 +6,11 @@ gradients first, so a bad call changes nothing.
 import math
 
 import numpy as np
+from numba import prange
 
 from .kernels._fast.jit import kernel
+from .kernels._fast.copy import scale_in_place
+from .kernels._fast.reduce import sum_squares
 from .kernels._fast.threads import split_work
 
 
@@ -61,22 +64,31 @@ def _check_number(name, value, low=0.0, high=None, low_open=False):
     return float(value)
 
 
-@kernel(nogil=True)
-def adam_update_all(ps, gs, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, first, last):
-    """adam_update on the elements first..last-1 of all parameters laid end to end: ps, gs tuples
-    of flat arrays, m, v one flat array each. One call per step instead of one per parameter
-    (two, each on half the elements, from split_work for large models)."""
+@kernel
+def adam_update_all(ps, gs, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """adam_update on all parameters laid end to end: ps, gs tuples of flat arrays, m, v one flat
+    array each. One call per step instead of one per parameter (small models)."""
     start = 0
     for i in range(len(ps)):
         end = start + ps[i].size
-        lo, hi = max(first, start), min(last, end)
-        if lo < hi:
-            adam_update(ps[i][lo - start:hi - start], gs[i][lo - start:hi - start], m[lo:hi], v[lo:hi],
-                        lr, beta1, beta2, eps, weight_decay, decoupled, step)
+        adam_update(ps[i], gs[i], m[start:end], v[start:end], lr, beta1, beta2, eps, weight_decay, decoupled, step)
         start = end
 
 
-SPLIT_MIN = 1 << 20     # parameters from which Adam runs on two threads (below, handing over costs more)
+@kernel
+def _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, first, last):
+    adam_update(p[first:last], g[first:last], m[first:last], v[first:last],
+                lr, beta1, beta2, eps, weight_decay, decoupled, step)
+
+
+@kernel(parallel=True)
+def _adam_ranges(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds):
+    for i in prange(bounds.size - 1):
+        _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds[i], bounds[i + 1])
+
+
+GRAIN = 1 << 19     # parameters from which a thread pays for its hand-over (below, handing over costs more)
+ALIGN = 64          # ranges start at multiples of a vector's worth, the same on every thread count
 
 
 def _zeros_end_to_end(params):
@@ -214,13 +226,12 @@ class Adam(Optimizer):
         ps, ms, vs = self._flat(self.m, self.v)
         self.t += 1
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
-        if self._m_flat is not None:            # one dtype: one kernel call over all parameters
-            n = self._m_flat.size
-            split_work(adam_update_all, n, ps, gs, self._m_flat, self._v_flat, *hyper,
-                       worth_it=n >= SPLIT_MIN)
-        else:
-            for arrays in zip(ps, gs, ms, vs):
-                adam_update(*arrays, *hyper)
+        if self._m_flat is not None and self._m_flat.size < 2 * GRAIN:   # small, one dtype: one call
+            adam_update_all(ps, gs, self._m_flat, self._v_flat, *hyper)
+        else:           # a parameter at a time, large ones on several threads
+            for p, g, m, v in zip(ps, gs, ms, vs):
+                split_work(_adam_range, _adam_ranges, p.size, p, g, m, v, *hyper, work=p.size, grain=GRAIN,
+                           align=ALIGN)
 
 
 class AdamW(Adam):
@@ -232,15 +243,6 @@ class AdamW(Adam):
 
 
 OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
-
-
-@kernel
-def sum_squares(x):
-    """sum of x_i^2 over a flat array, accumulated in float64 (a loop, not BLAS: no thread pool)."""
-    s = 0.0
-    for i in range(x.size):
-        s += np.float64(x[i]) * np.float64(x[i])
-    return s
 
 
 def global_norm(grads):
@@ -258,7 +260,7 @@ def clip_grad_norm(grads, max_norm=1.0, norm=None):
     if norm > max_norm:
         scale = max_norm / (norm + 1e-6)
         for g in grads.values():
-            g *= g.dtype.type(scale)
+            scale_in_place(g, g.dtype.type(scale))
     return norm
 
 

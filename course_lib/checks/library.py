@@ -73,7 +73,8 @@ class Solution:
 
 def solutions(entries):
     """Solution objects for a checker's `library` (paths or Solutions), each kernel's NumPy
-    twin added after it."""
+    twin added after it, and the compiled helpers of its module that a kernel written in
+    Python calls (layernorm_backward's _backward_rows: the kernel's loops themselves)."""
     out = []
     for entry in entries:
         sol = entry if isinstance(entry, Solution) else Solution(entry)
@@ -82,6 +83,24 @@ def solutions(entries):
         if kernel != sol.path and "." not in kernel:
             if hasattr(importlib.import_module("course_lib.kernels.numpy_ref"), kernel):
                 out.append(Solution("kernels.numpy_ref." + kernel))
+            out += _helpers(sol)
+    return out
+
+
+def _helpers(sol):
+    """Solutions for the module's private compiled kernels that sol's Python function names."""
+    fn = sol.target
+    if not isinstance(fn, types.FunctionType):
+        return []
+    module = sys.modules[fn.__module__]
+    path = fn.__module__.removeprefix("course_lib.")
+    out = []
+    for name in fn.__code__.co_names:
+        if name.startswith("_") and _is_dispatcher(getattr(module, name, None)):
+            helper = Solution(f"{path}.{name}", what=f"the loops of {sol.name}, the kernel this exercise "
+                                                     f"asks you to write")
+            helper.name = sol.name          # reported as the kernel it is part of
+            out.append(helper)
     return out
 
 

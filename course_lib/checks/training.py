@@ -254,7 +254,7 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
 
 
 @checker("Exercise 11.4", "Adam step with bias correction",
-         library=["optim.adam_update", "optim.adam_update_all"])
+         library=["optim.adam_update", "optim.adam_update_all", "optim._adam_range", "optim._adam_ranges"])
 def check_adam_step(fn):
     rng = case_rng(113)
     betas = (0.9, 0.999)

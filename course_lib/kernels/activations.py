@@ -3,6 +3,7 @@
 Shapes: h, y (N, F).
 """
 import numpy as np
+from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.exp import exp
@@ -36,10 +37,10 @@ def relu_backward(dy, h):
     return dh
 
 
-SPLIT_MIN = 1 << 16     # elements from which two threads help GELU (below, handing over costs more)
+GRAIN = 1 << 15     # elements from which a thread pays for its hand-over (below, handing over costs more)
 
 
-@kernel(nogil=True)
+@kernel
 def _gelu_forward_rows(h, y, first, last):
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
     minus_2a, minus_2ab, one = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0)
@@ -49,21 +50,27 @@ def _gelu_forward_rows(h, y, first, last):
             y[i, j] = x / (one + exp(x * (minus_2a + minus_2ab * x * x)))   # exp = inf for very negative x: y = 0
 
 
+@kernel(parallel=True)
+def _gelu_forward_ranges(h, y, bounds):
+    for i in prange(bounds.size - 1):
+        _gelu_forward_rows(h, y, bounds[i], bounds[i + 1])
+
+
 def gelu_forward(h):
     """y = 0.5 h (1 + tanh(u)), u = sqrt(2/pi) (h + 0.044715 h^3).
 
     Computed as y = h * sigma(2u), since 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)):
     one vectorised exp per element, and no 1 + tanh(u) that cancels for negative u (float32
-    would keep only a few digits of y there). Large arrays in two halves of rows on two threads.
+    would keep only a few digits of y there). Large arrays in ranges of rows on several threads.
 
     NumPy twin: numpy_ref.gelu_forward.
     """
     y = np.empty_like(h)
-    split_work(_gelu_forward_rows, h.shape[0], h, y, worth_it=h.size >= SPLIT_MIN)
+    split_work(_gelu_forward_rows, _gelu_forward_ranges, h.shape[0], h, y, work=h.size, grain=GRAIN)
     return y
 
 
-@kernel(nogil=True)
+@kernel
 def _gelu_backward_rows(dy, h, y, dh, first, last):
     f = h.dtype.type
     minus_2a, minus_2ab, one, two = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0), f(2.0)
@@ -81,6 +88,12 @@ def _gelu_backward_rows(dy, h, y, dh, first, last):
             dh[i, j] = dy[i, j] * (s + two * hs * (one - s) * du)
 
 
+@kernel(parallel=True)
+def _gelu_backward_ranges(dy, h, y, dh, bounds):
+    for i in prange(bounds.size - 1):
+        _gelu_backward_rows(dy, h, y, dh, bounds[i], bounds[i + 1])
+
+
 def gelu_backward(dy, h, y=None):
     """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = sigma(2u) = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
 
@@ -91,5 +104,5 @@ def gelu_backward(dy, h, y=None):
     NumPy twin: numpy_ref.gelu_backward.
     """
     dh = np.empty_like(dy)
-    split_work(_gelu_backward_rows, h.shape[0], dy, h, y, dh, worth_it=h.size >= SPLIT_MIN)
+    split_work(_gelu_backward_rows, _gelu_backward_ranges, h.shape[0], dy, h, y, dh, work=h.size, grain=GRAIN)
     return dh

@@ -11,7 +11,8 @@ attention_rows_backward with every position as a query row); from there on
 the products of each (b, h) go through BLAS, reading and writing the heads' column
 blocks in place, BLOCK query rows at a time: under the causal mask a block's rows see
 the keys up to its last row only, so the products skip most of the masked half. The
-(b, h) pairs are independent: _fast/threads.split_work runs them on two threads.
+(b, h) pairs are independent: _fast/threads.split_work runs them on several threads, each
+product in the thread that needs it (blas_inline): the same bytes on any thread count.
 
 attention_rows_forward / _backward compute the same for chosen query rows only
 (flat positions n = b*T + t): what the last block needs when the loss reads only
@@ -20,11 +21,12 @@ some positions. Every key and value is still used.
 import math
 
 import numpy as np
+from numba import prange
 
 from ._fast.jit import kernel
-from ._fast.blas import INLINE_PRODUCT, matmul_into
+from ._fast.blas import INLINE_PRODUCT, NUMPY_BLAS, matmul_into
 from ._fast.exp import exp
-from ._fast.threads import split_work
+from ._fast.threads import blas_inline, split_work
 from .softmax import softmax_row
 
 BLAS_MIN_T = 32
@@ -110,7 +112,7 @@ def _transpose_into(x, x_t):
             x_t[d, s] = x[s, d]
 
 
-@kernel(nogil=True)
+@kernel
 def _heads_forward(qkv, n_heads, causal, out, att, first, last):
     """For the pairs p = b * H + h in first..last-1: S = Q_h K_h^T, A = softmax(S / sqrt(D)) into
     att[b, h], O_h = A V_h into out's column block; BLOCK query rows at a time."""
@@ -134,7 +136,7 @@ def _heads_forward(qkv, n_heads, causal, out, att, first, last):
             matmul_into(a[r0:r1, :n], v[:n], out[b, r0:r1, h * D:(h + 1) * D])
 
 
-@kernel(nogil=True)
+@kernel
 def _heads_backward(dout, qkv, att, causal, dqkv, first, last):
     """For the pairs p = b * H + h in first..last-1: dQ_h, dK_h, dV_h into dqkv's column blocks."""
     B, T, C3 = qkv.shape
@@ -165,6 +167,12 @@ def _heads_backward(dout, qkv, att, causal, dqkv, first, last):
             matmul_into(a[seen:, r0:r1].T, do[seen:], dv[r0:r1])  # dV = A^T dO
 
 
+@kernel(parallel=True)
+def _heads_forward_ranges(qkv, n_heads, causal, out, att, bounds):
+    for i in prange(bounds.size - 1):
+        _heads_forward(qkv, n_heads, causal, out, att, bounds[i], bounds[i + 1])
+
+
 def attention_forward(qkv, n_heads, causal):
     """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T).
 
@@ -177,9 +185,16 @@ def attention_forward(qkv, n_heads, causal):
     qkv = np.ascontiguousarray(qkv)
     out = np.empty((B, T, C3 // 3), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
-    split_work(_heads_forward, B * n_heads, qkv, n_heads, bool(causal), out, att,
-               worth_it=_products_inline(T, C3 // 3 // n_heads))
+    with blas_inline():
+        split_work(_heads_forward, _heads_forward_ranges, B * n_heads, qkv, n_heads, bool(causal), out, att,
+                   work=None if _products_inline(T, C3 // 3 // n_heads) else 0)
     return out, att
+
+
+@kernel(parallel=True)
+def _heads_backward_ranges(dout, qkv, att, causal, dqkv, bounds):
+    for i in prange(bounds.size - 1):
+        _heads_backward(dout, qkv, att, causal, dqkv, bounds[i], bounds[i + 1])
 
 
 def attention_backward(dout, qkv, att, causal=False):
@@ -202,15 +217,17 @@ def attention_backward(dout, qkv, att, causal=False):
     qkv, att, dout = np.ascontiguousarray(qkv), np.ascontiguousarray(att), np.ascontiguousarray(dout)
     dqkv = np.empty_like(qkv)
     H = att.shape[1]
-    split_work(_heads_backward, B * H, dout, qkv, att, bool(causal), dqkv,
-               worth_it=_products_inline(T, qkv.shape[2] // 3 // H))
+    with blas_inline():
+        split_work(_heads_backward, _heads_backward_ranges, B * H, dout, qkv, att, bool(causal), dqkv,
+                   work=None if _products_inline(T, qkv.shape[2] // 3 // H) else 0)
     return dqkv
 
 
 def _products_inline(T, D):
-    """Whether BLAS runs each block's products in the calling thread: then the (b, h) pairs go
-    on two threads (split_work); else one after another, with BLAS's threads inside each product."""
-    return BLOCK * T * D <= INLINE_PRODUCT
+    """Whether BLAS runs each block's products in the calling thread: NumPy's BLAS inside
+    `blas_inline`, the fallback's for small products. Then the (b, h) pairs go on several threads
+    (split_work); else one after another, with BLAS's threads inside each product."""
+    return NUMPY_BLAS is not None or BLOCK * T * D <= INLINE_PRODUCT
 
 
 @kernel

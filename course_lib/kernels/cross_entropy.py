@@ -4,10 +4,12 @@ loss = mean over scored rows n of  logsumexp(z_n) - z_n[y_n].
 Shapes: logits z (N, V), targets y (N,).
 """
 import numpy as np
+from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.exp import exp
 from ._fast.maximum import maximum
+from ._fast.threads import split_work
 from .numpy_ref import IGNORE
 
 
@@ -28,21 +30,15 @@ def scored_rows(targets, n_classes):
     return rows[:m], bad
 
 
+GRAIN = 1 << 15     # logits from which a thread pays for its hand-over
+
+
 @kernel
-def cross_entropy_forward(logits, targets):
-    """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss.
-
-    Per row: m = max z, s = sum exp(z - m), p = exp(z - m) / s, loss = m + log s - z[y]
-    (one exp per logit; log s is never log 0, since the largest term is exp(0) = 1).
-
-    NumPy twin: numpy_ref.cross_entropy_forward.
-    """
-    N, V = logits.shape
+def _forward_rows(logits, targets, probs, row_loss, first, last):
+    """probs and each scored row's loss (0 at the others) for the rows first..last-1."""
+    V = logits.shape[1]
     f = logits.dtype.type               # the row loops stay in the logits' precision (vector lanes)
-    probs = np.empty_like(logits)
-    total = 0.0
-    count = 0
-    for n in range(N):
+    for n in range(first, last):
         z = logits[n]
         m = z[0]
         for v in range(1, V):
@@ -56,29 +52,71 @@ def cross_entropy_forward(logits, targets):
         for v in range(V):
             probs[n, v] *= inv
         y = targets[n]
-        if y != IGNORE:
-            total += m + np.log(s) - z[y]
+        row_loss[n] = m + np.log(s) - z[y] if y != IGNORE else 0.0
+
+
+@kernel(parallel=True)
+def _forward_ranges(logits, targets, probs, row_loss, bounds):
+    for i in prange(bounds.size - 1):
+        _forward_rows(logits, targets, probs, row_loss, bounds[i], bounds[i + 1])
+
+
+@kernel(in_order=True)      # the rows' losses added one after another, in order
+def _mean_in_order(row_loss, targets):
+    total = 0.0
+    count = 0
+    for n in range(row_loss.size):
+        if targets[n] != IGNORE:
+            total += row_loss[n]
             count += 1
-    return total / max(count, 1), probs
+    return total / max(count, 1)
+
+
+def cross_entropy_forward(logits, targets):
+    """-> loss (float), probs (N, V). Rows with target -100 get probs but add no loss.
+
+    Per row: m = max z, s = sum exp(z - m), p = exp(z - m) / s, loss = m + log s - z[y]
+    (one exp per logit; log s is never log 0, since the largest term is exp(0) = 1).
+    Large arrays in ranges of rows on several threads; the rows' losses added in order.
+
+    NumPy twin: numpy_ref.cross_entropy_forward.
+    """
+    N = logits.shape[0]
+    if targets.shape[0] != N:
+        raise ValueError(f"cross_entropy_forward: {N} rows of logits but {targets.shape[0]} targets")
+    probs = np.empty_like(logits)
+    row_loss = np.empty(N)
+    split_work(_forward_rows, _forward_ranges, N, logits, targets, probs, row_loss, work=logits.size, grain=GRAIN)
+    return _mean_in_order(row_loss, targets), probs
 
 
 @kernel
-def cross_entropy_backward(probs, targets):
-    """dz = (p - onehot(y)) / n_scored on scored rows, 0 on ignored rows. -> (N, V).
-
-    NumPy twin: numpy_ref.cross_entropy_backward.
-    """
-    N, V = probs.shape
-    count = 0
-    for n in range(N):
-        if targets[n] != IGNORE:
-            count += 1
-    inv = 1.0 / max(count, 1)
-    dz = np.zeros_like(probs)
-    for n in range(N):
+def _backward_rows(probs, targets, inv, dz, first, last):
+    V = probs.shape[1]
+    for n in range(first, last):
         y = targets[n]
         if y != IGNORE:
             for v in range(V):
                 dz[n, v] = probs[n, v] * inv
             dz[n, y] -= inv
+        else:
+            for v in range(V):
+                dz[n, v] = 0.0
+
+
+@kernel(parallel=True)
+def _backward_ranges(probs, targets, inv, dz, bounds):
+    for i in prange(bounds.size - 1):
+        _backward_rows(probs, targets, inv, dz, bounds[i], bounds[i + 1])
+
+
+def cross_entropy_backward(probs, targets):
+    """dz = (p - onehot(y)) / n_scored on scored rows, 0 on ignored rows. -> (N, V).
+
+    NumPy twin: numpy_ref.cross_entropy_backward.
+    """
+    count = int(np.count_nonzero(targets != IGNORE))
+    dz = np.empty_like(probs)
+    split_work(_backward_rows, _backward_ranges, probs.shape[0], probs, targets, 1.0 / max(count, 1), dz,
+               work=probs.size, grain=GRAIN)
     return dz

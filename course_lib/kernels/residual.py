@@ -1,19 +1,35 @@
 """Residual connection y = x + f(x): the gradient reaches x along both paths."""
 import numpy as np
+from numba import prange
 
 from ._fast.jit import kernel
+from ._fast.threads import split_work
+
+GRAIN = 1 << 17     # elements from which a thread pays for its hand-over (one addition each)
 
 
 @kernel
+def _forward_rows(x, fx, y, first, last):
+    for i in range(first, last):
+        for j in range(x.shape[1]):
+            y[i, j] = x[i, j] + fx[i, j]
+
+
+@kernel(parallel=True)
+def _forward_ranges(x, fx, y, bounds):
+    for i in prange(bounds.size - 1):
+        _forward_rows(x, fx, y, bounds[i], bounds[i + 1])
+
+
 def residual_forward(x, fx):
     """y = x + f(x). All (N, C).
 
     NumPy twin: numpy_ref.residual_forward.
     """
+    if x.shape != fx.shape:
+        raise ValueError(f"residual_forward: x is {x.shape} but f(x) is {fx.shape}")
     y = np.empty_like(x)
-    for i in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            y[i, j] = x[i, j] + fx[i, j]
+    split_work(_forward_rows, _forward_ranges, x.shape[0], x, fx, y, work=x.size, grain=GRAIN)
     return y
 
 

@@ -28,6 +28,22 @@ def test_course_lib_profile_follows_the_model():
     assert not any(name.startswith("GELU") for name in alone)
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_each_kernel_says_how_many_threads_it_ran_on(n, monkeypatch):
+    """With every split worth a thread (the thresholds lowered), each kernel uses what it is allowed."""
+    from course_lib import optim
+    from course_lib.kernels import layernorm, linear, residual
+    from course_lib.kernels._fast import reduce, threads
+    for module in (layernorm, linear, residual, reduce, optim):
+        monkeypatch.setattr(module, "GRAIN", 1)
+    with threads.blas_threads(n):
+        used = profile_step.profile_course_lib("tiny", steps=1)[2]["threads"]
+    for name in ("layernorm_forward", "layernorm_backward", "residual_forward", "linear_backward",
+                 "Adam (optimiser step)"):
+        assert used[name] == n, name
+    assert max(used.values()) == n and threads.observer is None
+
+
 def test_gelu_is_timed_alone_with_its_arrays_in_the_caches_and_from_memory():
     import course_lib as cl
     model = cl.Transformer(cl.presets.gpt2(vocab_size=16, seq_len=8, d_model=32, n_heads=2, n_layers=1, d_ff=64))

@@ -16,6 +16,7 @@ import course_lib as cl
 from course_lib import checks
 from course_lib.checks import core, library
 from course_lib.kernels import layernorm_backward as imported_layernorm_backward
+from course_lib.kernels import layernorm as layernorm_module
 from support import expect_pass, expect_reject
 from support import solutions_by_checker as _solutions
 
@@ -264,6 +265,16 @@ def _catches_everything(dy, xhat, rstd, gamma):
         return None
 
 
+def _rows_loop(dy, xhat, rstd, gamma, loop=None):
+    dx = np.empty_like(dy)
+    (loop or layernorm_module._backward_rows)(dy, xhat, rstd, gamma, dx, 0, dy.shape[0])
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def _rows_py_func(dy, xhat, rstd, gamma):
+    return _rows_loop(dy, xhat, rstd, gamma, layernorm_module._backward_rows.py_func)
+
+
 def _calls_then_raises(dy, xhat, rstd, gamma):
     cl.kernels.layernorm_backward(dy, xhat, rstd, gamma)
     raise ValueError("something of the learner's own, after the call")
@@ -278,13 +289,14 @@ def _calls_then_raises(dy, xhat, rstd, gamma):
     (_default_argument, "kernels.layernorm_backward"),
     (_Callable(), "kernels.layernorm_backward"),                           # held in a dict
     (functools.partial(cl.kernels.layernorm_backward), "kernels.layernorm_backward"),
-    (cl.kernels.layernorm_backward.py_func, "kernels.layernorm_backward"),  # Numba's Python function
+    (_rows_loop, "kernels.layernorm_backward"),                             # the kernel's own loops
+    (_rows_py_func, "kernels.layernorm_backward"),                          # as Numba's Python function
     (cl.kernels.numpy_ref.layernorm_backward, "kernels.numpy_ref.layernorm_backward"),
     (_numpy_backend, "kernels.numpy_ref.layernorm_backward"),
     (_catches_everything, "kernels.layernorm_backward"),
     (_calls_then_raises, "kernels.layernorm_backward"),
 ], ids=["kernel", "imported", "global", "helper", "closure", "default", "dict", "partial",
-        "py_func", "twin", "numpy backend", "broad except", "raises after"])
+        "kernel's loops", "py_func", "twin", "numpy backend", "broad except", "raises after"])
 def test_every_way_to_reach_the_kernel_is_noticed(fn, name, capsys):
     result = expect_reject(checks.check_layernorm_backward, fn, capsys=capsys, notebook=5)
     assert result.library == "course_lib." + name

@@ -85,19 +85,22 @@ def test_the_fallback_names_mixed_dtypes_as_the_cblas_path_does(product):
 def test_the_fallback_that_cannot_write_its_cache_compiles_its_kernels(tmp_path):
     """With its cache folder unwritable, Numba would load the kernels beside the modules, compiled
     for NumPy's BLAS (which the fallback never loads: a crash). The fallback compiles instead."""
-    x, w = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
-    expected = cl.kernels.linear_forward(x, w, None)       # here: a cache beside the module
+    qkv = np.linspace(-1.0, 1.0, 2 * 32 * 12).reshape(2, 32, 12)     # T = 32: products through BLAS
+    expected, _ = cl.kernels.attention_forward(qkv, 2, True)         # here: a cache beside the module
     blocker = tmp_path / "a_file"
     blocker.write_text("")                                 # no folder can be made under a file
-    code = ("import numpy as np, course_lib as cl\n"
-            "from course_lib.kernels import linear\n"
-            "y = cl.kernels.linear_forward(np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4), None)\n"
-            "print(y.tolist(), type(linear.linear_forward._cache).__name__)\n")
+    code = ("import json, numpy as np, course_lib as cl\n"
+            "from course_lib.kernels import attention\n"
+            "qkv = np.linspace(-1.0, 1.0, 2 * 32 * 12).reshape(2, 32, 12)\n"
+            "out, _ = cl.kernels.attention_forward(qkv, 2, True)\n"
+            "print(json.dumps(out.tolist()), type(attention._heads_forward._cache).__name__)\n")
     env = {**os.environ, blas.FALLBACK_ENV: "numba", "NUMBA_CACHE_DIR": str(blocker / "cache")}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=time_limit(300))
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == f"{expected.tolist()} NullCache"
+    out, cache = run.stdout.rsplit(" ", 1)
+    assert cache.strip() == "NullCache"
+    np.testing.assert_allclose(np.array(json.loads(out)), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_blas_threads_limits_the_count_on_either_path():

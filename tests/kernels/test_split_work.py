@@ -1,49 +1,143 @@
-"""course_lib.kernels._fast.threads.split_work: two halves on two threads, or all on one."""
-import threading
+"""course_lib.kernels._fast.threads: how many threads the kernels use, and split_work's ranges."""
+import os
+import subprocess
+import sys
 
+import numba
+import numpy as np
 import pytest
 
 from course_lib.kernels._fast import threads
+from support import time_limit
 
 
 def recorder():
-    seen = []
+    """(calls, rows, ranges): fakes of a kernel's two functions that record how they were called."""
+    calls = []
 
-    def piece(tag, first, last):
-        seen.append((first, last, threading.current_thread().name, tag))
-    return seen, piece
+    def rows(tag, first, last):
+        calls.append(("rows", first, last, tag))
+
+    def ranges(tag, bounds):
+        calls.append(("ranges", bounds.tolist(), tag))
+    return calls, rows, ranges
 
 
-def test_two_halves_on_two_threads_when_blas_may_use_two():
-    seen, piece = recorder()
-    with threads.blas_threads(2):
-        threads.split_work(piece, 7, "x")
-    assert sorted(s[:2] for s in seen) == [(0, 3), (3, 7)]
-    assert {s[2] for s in seen} == {threading.current_thread().name, "course_lib split_work"}
-    assert all(s[3] == "x" for s in seen)
+@pytest.mark.parametrize("n_threads, bounds", [(2, [0, 3, 7]), (3, [0, 2, 4, 7]), (8, list(range(8)))])
+def test_the_pieces_in_as_many_ranges_as_threads_allowed(n_threads, bounds):
+    calls, rows, ranges = recorder()
+    with threads.blas_threads(n_threads):
+        threads.split_work(rows, ranges, 7, "x")
+    assert calls == [("ranges", bounds, "x")]
 
 
 @pytest.mark.parametrize("n", [0, 1, 5])
-def test_one_thread_when_blas_is_told_one_or_there_is_one_piece(n):
-    seen, piece = recorder()
+def test_one_thread_when_one_is_allowed_or_there_is_one_piece(n):
+    calls, rows, ranges = recorder()
     with threads.blas_threads(1):
-        threads.split_work(piece, n, "x")
-    assert [s[:3] for s in seen] == [(0, n, threading.current_thread().name)]
+        threads.split_work(rows, ranges, n, "x")
+    assert calls == [("rows", 0, n, "x")]
 
 
-def test_one_thread_when_the_caller_finds_it_not_worth_it():
-    seen, piece = recorder()
-    threads.split_work(piece, 7, "x", worth_it=False)
-    assert [s[:3] for s in seen] == [(0, 7, threading.current_thread().name)]
+@pytest.mark.parametrize("work, grain, bounds", [(0, 1, None), (5, 3, None), (6, 3, [0, 4, 8]),
+                                                 (100, 1, [0, 2, 4, 6, 8])])
+def test_the_work_caps_the_threads(work, grain, bounds):
+    calls, rows, ranges = recorder()
+    with threads.blas_threads(4):
+        threads.split_work(rows, ranges, 8, "x", work=work, grain=grain)
+    assert calls == ([("rows", 0, 8, "x")] if bounds is None else [("ranges", bounds, "x")])
 
 
-def test_the_helpers_error_comes_back_and_the_helper_works_on():
-    def second_half_fails(first, last):
-        if first > 0:
-            raise KeyError("from the helper")
-    seen, piece = recorder()
+def test_inner_boundaries_are_multiples_of_align():
+    calls, rows, ranges = recorder()
+    with threads.blas_threads(3):
+        threads.split_work(rows, ranges, 100, "x", align=16)
+        threads.split_work(rows, ranges, 20, "x", align=16)      # one whole multiple: one range
+    assert calls == [("ranges", [0, 32, 64, 100], "x"), ("rows", 0, 20, "x")]
+
+
+def test_a_second_caller_meanwhile_and_a_forked_child_work_alone(monkeypatch):
+    calls, rows, ranges = recorder()
     with threads.blas_threads(2):
-        with pytest.raises(KeyError, match="from the helper"):
-            threads.split_work(second_half_fails, 4)
-        threads.split_work(piece, 4, "again")
-    assert sorted(s[:2] for s in seen) == [(0, 2), (2, 4)]
+        with threads._pool_lock:                 # another thread's parallel loop is running
+            threads.split_work(rows, ranges, 4, "second")
+        monkeypatch.setattr(threads, "_parent", -1)
+        threads.split_work(rows, ranges, 4, "child")
+    assert calls == [("rows", 0, 4, "second"), ("rows", 0, 4, "child")]
+
+
+@numba.njit
+def _thread_of_each_piece(ids, first, last):
+    for i in range(first, last):
+        ids[i] = numba.get_thread_id()
+
+
+@numba.njit(parallel=True)
+def _thread_of_each_range(ids, bounds):
+    for r in numba.prange(bounds.size - 1):
+        _thread_of_each_piece(ids, bounds[r], bounds[r + 1])
+
+
+def test_the_ranges_run_on_numbas_threads():
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    ids = np.full(6, -1)
+    with threads.blas_threads(2):
+        threads.split_work(_thread_of_each_piece, _thread_of_each_range, 6, ids)
+        assert sorted(set(ids.tolist())) == [0, 1] and ids[0] == ids[2] and ids[3] == ids[5]
+
+
+@pytest.mark.parametrize("name", threads.LIMIT_VARIABLES)
+def test_the_environment_limits_the_threads(monkeypatch, name):
+    for other in threads.LIMIT_VARIABLES:
+        monkeypatch.delenv(other, raising=False)
+    assert threads._limit_from_environment() is None
+    monkeypatch.setenv(name, "3")
+    assert threads._limit_from_environment() == 3
+    monkeypatch.setenv(name, "not a number")
+    assert threads._limit_from_environment() is None
+    monkeypatch.setattr(threads, "available_cores", lambda: 8)
+    monkeypatch.setattr(threads, "blas_thread_count", lambda: 8)
+    with threads.blas_threads(None):
+        assert threads.get_num_threads() == 8
+        monkeypatch.setattr(threads, "ENVIRONMENT_LIMIT", 3)
+        assert threads.get_num_threads() == 3
+
+
+def test_course_lib_num_threads_on_import_limits_the_kernels_and_blas():
+    code = ("from course_lib.kernels._fast import threads\n"
+            "print(threads.get_num_threads(), threads.blas_thread_count())\n")
+    env = {**os.environ, "COURSE_LIB_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=time_limit(120))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["1", "1"]
+
+
+def test_set_num_threads_sets_the_kernels_and_blas():
+    before = threads.blas_thread_count()
+    try:
+        threads.set_num_threads(3)
+        assert threads.get_num_threads() == 3 and threads.blas_thread_count() == 3
+        with threads.blas_threads(1):                    # a block inside still decides
+            assert threads.get_num_threads() == 1
+    finally:
+        threads.set_num_threads(None)
+        threads.set_num_threads(before)
+        threads.set_num_threads(None)
+    for bad in (0, -1, 2.0, True, "2"):
+        with pytest.raises(ValueError, match="whole number >= 1"):
+            threads.set_num_threads(bad)
+
+
+def test_blas_inline_runs_blas_on_one_thread_and_restores_it():
+    from course_lib.kernels._fast.blas import NUMPY_BLAS_CONTROLLER
+    if NUMPY_BLAS_CONTROLLER is None:
+        pytest.skip("a BLAS threadpoolctl cannot see")
+    with threads.blas_threads(3):
+        with threads.blas_inline():
+            with threads.blas_inline():
+                assert NUMPY_BLAS_CONTROLLER.get_num_threads() == 1
+                assert threads.blas_thread_count() == 3 and threads.get_num_threads() == 3
+            assert NUMPY_BLAS_CONTROLLER.get_num_threads() == 1      # the outer block still holds
+        assert NUMPY_BLAS_CONTROLLER.get_num_threads() == 3

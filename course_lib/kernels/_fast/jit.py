@@ -13,7 +13,10 @@ kernels at the course's size faster and leaves larger sizes as they were. The
 switch is LLVM's own option, set only while a kernel compiles, so other Numba code
 in the process is compiled as usual.
 """
+import os
+
 import llvmlite.binding as llvm
+from numba import config as numba_config
 from numba import njit
 from numba.core.compiler import Compiler
 
@@ -40,12 +43,22 @@ class _NoInterleaveCompiler(Compiler):
                 llvm.set_option("", "-force-vector-interleave=0")
 
 
-def kernel(fn=None, *, nogil=False):
+def kernel(fn=None, *, in_order=False, parallel=False):
     """`@kernel` = `@njit(cache=True, fastmath=FASTMATH, error_model="numpy")`, compiled without interleaving.
 
-    `@kernel(nogil=True)` releases the GIL while it runs, so that two threads can run it at once
-    (threads.split_work); the others keep it (releasing costs a little at every call)."""
+    `@kernel(in_order=True)` compiles without fastmath: its sums add in the order written.
+    `@kernel(parallel=True)`: a kernel whose `prange` loop runs on Numba's threads (threads.split_work
+    calls it), releasing the GIL while it runs."""
     if fn is None:
-        return lambda f: kernel(f, nogil=nogil)
-    return njit(cache=CACHE, nogil=nogil, fastmath=FASTMATH, error_model="numpy",
-                pipeline_class=_NoInterleaveCompiler)(fn)
+        return lambda f: kernel(f, in_order=in_order, parallel=parallel)
+    return njit(cache=CACHE, nogil=parallel, parallel=parallel, error_model="numpy",
+                fastmath=False if in_order else FASTMATH, pipeline_class=_NoInterleaveCompiler)(fn)
+
+
+# Numba's threads for `prange`: GNU OpenMP where it is (Linux; Windows has Microsoft's): its threads
+# wait for work spinning a while, so a parallel loop starts in about 4 us (the workqueue layer
+# wakes sleeping threads: 140 us on a 2-core cloud machine, 2026-11-28). Then TBB (safe as well,
+# where a learner installed it), else workqueue (macOS's wheels), which aborts the process if two
+# threads start parallel loops at once: split_work lets one thread at a time start one.
+if "NUMBA_THREADING_LAYER" not in os.environ and "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
+    numba_config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]

@@ -1,25 +1,35 @@
-"""How many threads the model's kernels use: BLAS's, and a second thread for split work.
+"""How many threads the model's kernels use, and the pool that runs their pieces.
 
-OpenBLAS threads spin between calls. At the course model's size every product
-is small: on an idle machine a second thread helps a step only a little, and when
-the machine is busy the spinning steals the core that the Numba kernels run on.
-Training therefore uses one BLAS thread for small models.
+One number limits course_lib's threads: the kernels' own (the pool below) and BLAS's. By
+default it is the cores this process may run on (os.sched_getaffinity where the system has it),
+lowered by COURSE_LIB_NUM_THREADS, NUMBA_NUM_THREADS or OMP_NUM_THREADS when set on import
+(applied to BLAS too, by limit_blas_from_environment) and by BLAS's own limit. `set_num_threads(n)`,
+and inside a block `with blas_threads(n)`, set it to n for both (more than the cores if asked:
+the tests do that). The kernels' threads and BLAS's take turns (a kernel splits its own loops
+or calls BLAS, never both at once: attention splits its heads only where BLAS runs each product
+in the calling thread), so the two pools never ask for more cores than that number between them.
 
-Some kernels are many small independent pieces (attention: one per batch row and head,
-each product too small for BLAS to split). split_work runs the first half of the pieces
-here and the second half on one helper thread, when BLAS itself may use two threads or
-more: a `with blas_threads(1)` block (or OPENBLAS_NUM_THREADS=1) keeps everything on one
-core. Each piece is computed the same way whichever thread runs it, so results do not
-depend on the split.
+OpenBLAS threads spin between calls. At the course model's size every product is small: on an
+idle machine a second thread helps a step only a little, and when the machine is busy the
+spinning steals the core that the Numba kernels run on. Training therefore uses one BLAS thread
+for small models (blas_threads_for), and with it one thread for the kernels.
+
+split_work runs a kernel's independent pieces (rows, (batch row, head) pairs, stretches of
+Adam's parameters) as contiguous ranges on the caller's thread and on helper threads, as many as
+the work is worth. Each piece is computed by the same code, in the same order, whichever thread
+runs it, and a reduction over rows is split by columns (each thread sums whole columns, rows in
+order): so the results are the same bytes for every thread count.
 """
 import os
 import threading
 
-from threadpoolctl import ThreadpoolController
+import numpy as np
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .blas import NUMPY_BLAS_CONTROLLER
 
 SMALL = 1 << 22   # rows x d_model x d_model below this: one thread is faster
+LIMIT_VARIABLES = ("COURSE_LIB_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def blas_threads_for(config, rows):
@@ -27,9 +37,64 @@ def blas_threads_for(config, rows):
     return 1 if rows * config.d_model * config.d_model < SMALL else None
 
 
+def available_cores():
+    """The cores this process may run on (its affinity mask where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _limit_from_environment():
+    """The smallest positive whole number among LIMIT_VARIABLES, or None."""
+    limits = []
+    for name in LIMIT_VARIABLES:
+        try:
+            n = int(os.environ.get(name, "").split(",")[0])     # OMP may hold a list per level
+        except ValueError:
+            continue
+        if n > 0:
+            limits.append(n)
+    return min(limits) if limits else None
+
+
+ENVIRONMENT_LIMIT = _limit_from_environment()   # read once, on import (as Numba and OpenBLAS do)
+
+
+_set_limit = None    # set_num_threads(n)'s n
+
+
+def limit_blas_from_environment():
+    """Once, on import: BLAS limited to LIMIT_VARIABLES' number where that is lower than its own."""
+    if ENVIRONMENT_LIMIT is not None and ENVIRONMENT_LIMIT < blas_thread_count():
+        threadpool_limits(limits=ENVIRONMENT_LIMIT, user_api="blas")
+
+
+def set_num_threads(n):
+    """Limit course_lib to n threads: its kernels' and NumPy's BLAS (which the kernels call).
+    n=None lifts the limit set here (the environment's and the cores' remain)."""
+    global _set_limit
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"set_num_threads: n must be a whole number >= 1, got {n!r}")
+        threadpool_limits(limits=n, user_api="blas")
+    _set_limit = n
+
+
+def get_num_threads():
+    """The threads course_lib's kernels may use now: n of the innermost `with blas_threads(n)`
+    block, else set_num_threads' n, else the cores this process may use, lowered by
+    LIMIT_VARIABLES and by BLAS's own limit (OPENBLAS_NUM_THREADS, threadpool_limits)."""
+    if _limit is not None:
+        return _limit
+    if _set_limit is not None:
+        return _set_limit
+    n = min(available_cores(), blas_thread_count())
+    return n if ENVIRONMENT_LIMIT is None else min(n, ENVIRONMENT_LIMIT)
+
+
 class blas_threads:
-    """`with blas_threads(n):` limits BLAS to n threads inside the block (n=None: no change).
-    The same object can be entered again and again (once per training step, say)."""
+    """`with blas_threads(n):` limits BLAS and the kernels to n threads inside the block (n=None:
+    no change). The same object can be entered again and again (once per training step, say)."""
 
     def __init__(self, n):
         self.n = n
@@ -53,72 +118,98 @@ class blas_threads:
             self._limits, _limit = None, self._outer
 
 
-_limit = None     # the innermost `blas_threads(n)` block's n: the limit where threadpoolctl knows no BLAS
+_limit = None     # the innermost `blas_threads(n)` block's n
 
 
 def blas_thread_count():
     """How many threads NumPy's BLAS may use now, whichever library it is and whether or not the
     kernels call it (blas.py's fallback): as threadpoolctl reads it (and sets it, in `blas_threads`
     or the learner's own threadpool_limits), else the cores, within any `blas_threads` block."""
-    if NUMPY_BLAS_CONTROLLER is not None:
+    if _inline_depth:
+        n = _inline_outside
+    elif NUMPY_BLAS_CONTROLLER is not None:
         n = NUMPY_BLAS_CONTROLLER.get_num_threads()
     else:        # a BLAS threadpoolctl cannot see (Accelerate): it uses every core
         n = os.cpu_count() or 1
     return min(n, _limit) if _limit is not None else n
 
 
-class _Helper:
-    """One daemon thread that runs one call at a time: start(fn, args), then wait()."""
-
-    def __init__(self):
-        self.pid = os.getpid()
-        self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
-        self._job, self._error = None, None
-        threading.Thread(target=self._serve, name="course_lib split_work", daemon=True).start()
-
-    def _serve(self):
-        while True:
-            self._go.acquire()
-            fn, args = self._job
-            try:
-                fn(*args)
-            except BaseException as e:      # raised again in the caller's thread
-                self._error = e
-            self._job = None
-            self._done.release()
-
-    def start(self, fn, args):
-        self._job, self._error = (fn, args), None
-        self._go.release()
-
-    def wait(self):
-        self._done.acquire()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+_inline_lock = threading.Lock()
+_inline_depth, _inline_outside = 0, None
 
 
-_helper = None
-_helper_lock = threading.Lock()     # one split at a time; a second caller meanwhile works alone
+def _native_thread_functions(controller):
+    """(get, set) of the BLAS's own thread-count functions, looked up once (threadpoolctl looks
+    them up at every call), or None."""
+    get = getattr(controller, "_get_symbol", lambda name: None)
+    functions = (get("openblas_get_num_threads"), get("openblas_set_num_threads"))
+    if None in functions:
+        return None if controller is None else (controller.get_num_threads, controller.set_num_threads)
+    return functions
 
 
-def split_work(fn, n, *args, worth_it=True):
-    """fn(*args, first, last) for the pieces first..last-1 of 0..n-1: two halves on two threads
-    when the caller finds the work worth a second thread (worth_it), BLAS may use two or more
-    and the helper is free; else all here. fn must release the GIL (`@kernel(nogil=True)`) and
-    write each piece's results where no other piece does."""
-    global _helper
-    if not worth_it or n < 2 or blas_thread_count() < 2 or not _helper_lock.acquire(blocking=False):
-        fn(*args, 0, n)
+_BLAS_THREADS = _native_thread_functions(NUMPY_BLAS_CONTROLLER)
+
+
+class blas_inline:
+    """`with blas_inline():` BLAS runs every product in the calling thread (one thread of its own),
+    for kernels that run their products on course_lib's threads. Nested and concurrent blocks
+    share one change: the first in sets it, the last out restores it."""
+
+    def __enter__(self):
+        global _inline_depth, _inline_outside
+        if _BLAS_THREADS is None:
+            return self
+        with _inline_lock:
+            if _inline_depth == 0:
+                _inline_outside = _BLAS_THREADS[0]()
+                if _inline_outside != 1:
+                    _BLAS_THREADS[1](1)
+            _inline_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _inline_depth
+        if _BLAS_THREADS is None:
+            return
+        with _inline_lock:
+            _inline_depth -= 1
+            if _inline_depth == 0 and _inline_outside != 1:
+                _BLAS_THREADS[1](_inline_outside)
+
+
+observer = None     # benchmarks/profile_step.py's: told the threads of every split_work
+_pool_lock = threading.Lock()     # one parallel launch at a time; a second caller meanwhile works alone
+_parent = os.getpid()             # a forked child runs everything on one thread (GNU OpenMP hangs there)
+
+
+def _bounds(n, k, align):
+    """k + 1 boundaries of nearly equal ranges of 0..n, the inner ones multiples of align."""
+    inner = [i * n // k // align * align for i in range(1, k)]
+    return np.array([0] + inner + [n], dtype=np.int64)
+
+
+def split_work(rows, ranges, n, *args, work=None, grain=1, align=1):
+    """rows(*args, first, last) over ranges that together cover the pieces 0..n-1: all here, or
+    ranges(*args, bounds) with bounds (k + 1,) when k >= 2 threads are allowed (get_num_threads())
+    and worth it: work / grain (work: how much there is, in the caller's unit; grain: how much
+    makes a thread worth its start) caps k; work=None: as many as allowed. Inner boundaries are
+    multiples of align. `ranges` is the kernel's Numba `prange` over the ranges
+    (jit.kernel(parallel=True)), each piece's results written where no other piece writes them.
+    Neither may raise: an exception inside a parallel loop does not come back (check first)."""
+    k = n if work is None else min(n, work // grain)
+    if k >= 2:
+        k = min(k, get_num_threads())
+    if k >= 2 and n // align < k:
+        k = n // align
+    if k < 2 or os.getpid() != _parent or not _pool_lock.acquire(blocking=False):
+        if observer is not None:
+            observer(1)
+        rows(*args, 0, n)
         return
+    if observer is not None:
+        observer(k)
     try:
-        if _helper is None or _helper.pid != os.getpid():     # none yet, or this is a forked child
-            _helper = _Helper()
-        half = n // 2
-        _helper.start(fn, args + (half, n))
-        try:
-            fn(*args, 0, half)
-        finally:
-            _helper.wait()
+        ranges(*args, _bounds(n, k, align))
     finally:
-        _helper_lock.release()
+        _pool_lock.release()

@@ -1,0 +1,92 @@
+"""The layers' matrix products, as tiles of a fixed grid on course_lib's threads.
+
+OpenBLAS splits a large product over its threads in a way that depends on how many there are,
+and in float32 the bytes of the result do too (its one-thread and many-thread paths add in
+different orders). So the layers cut a large product into tiles of out, by a grid that depends
+only on the shapes, and multiply each tile by one BLAS call in the calling thread (`blas_inline`);
+the tiles are shared among course_lib's threads (split_work). Every tile is the same call on the
+same numbers whichever thread makes it: the same bytes on any thread count. A tile does at least
+TILE_WORK multiply-adds, so that a call's own cost stays small beside its work; there are at
+most MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
+of the course model's) are one call, on the calling thread, whatever the thread count: cut in
+tiles they cost more on one thread (each tile packs its operands again), and training the course
+model runs on one thread (threads.blas_threads_for).
+
+On the fallback BLAS (blas.py) products are whole, through Numba's `a @ b` and its BLAS's threads.
+"""
+import functools
+
+import numpy as np
+from numba import prange
+
+from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into
+from .jit import kernel
+from .threads import blas_inline, split_work
+
+SMALL_PRODUCT = 1 << 22     # multiply-adds up to which a product is one call (the course model's all are)
+TILE_WORK = 1 << 22     # multiply-adds per tile, at least
+MAX_TILES = 32
+MIN_SIDE = 16           # rows or columns of a tile, at least
+
+
+def _halve(n):
+    """n / 2 rounded up to a multiple of MIN_SIDE (whole vectors of float32)."""
+    return -(-n // 2 // MIN_SIDE) * MIN_SIDE if n > MIN_SIDE else n
+
+
+@functools.lru_cache(maxsize=256)
+def tile_shape(M, N, K):
+    """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side until
+    there are as many tiles as the work is worth (up to MAX_TILES). Depends on the shapes only."""
+    want = min(MAX_TILES, M * N * K // TILE_WORK)
+    rows, cols = M, N
+    while -(-M // max(rows, 1)) * -(-N // max(cols, 1)) < want and max(rows, cols) > MIN_SIDE:
+        if cols >= rows:
+            cols = _halve(cols)
+        else:
+            rows = _halve(rows)
+    return max(rows, 1), max(cols, 1)
+
+
+@kernel
+def _tiles(a, b, out, rows, cols, first, last):
+    """out's tiles first..last-1 (row-major over the grid) = a's rows @ b's columns."""
+    M, N = out.shape
+    per_row = -(-N // cols)
+    for t in range(first, last):
+        r0, c0 = t // per_row * rows, t % per_row * cols
+        r1, c1 = min(M, r0 + rows), min(N, c0 + cols)
+        matmul_into(a[r0:r1], b[:, c0:c1], out[r0:r1, c0:c1])
+
+
+@kernel(parallel=True)
+def _tiles_ranges(a, b, out, rows, cols, bounds):
+    for i in prange(bounds.size - 1):
+        _tiles(a, b, out, rows, cols, bounds[i], bounds[i + 1])
+
+
+def check_same_dtype(where, name_a, a, name_b, b):
+    """blas.same_dtype's refusal, for Python callers."""
+    if a.dtype != b.dtype:
+        raise ValueError(f"{where}: {name_a} is {a.dtype} but {name_b} is {b.dtype}: "
+                         f"the arrays of one call need one dtype")
+
+
+def product(a, b):
+    """a (M, K) @ b (K, N) -> (M, N): small products in one BLAS call on this thread, larger ones
+    in tiles on course_lib's threads."""
+    if NUMPY_BLAS is None:
+        return matmul(a, b)
+    check_same_dtype("matmul", "a", a, "b", b)        # before the tiles: a parallel loop cannot raise
+    (M, K), N = a.shape, b.shape[1]
+    if b.shape[0] != K:
+        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    if M * N * K <= INLINE_PRODUCT:             # BLAS runs it here anyway
+        return matmul(a, b)
+    with blas_inline():
+        if M * N * K <= SMALL_PRODUCT:
+            return matmul(a, b)
+        rows, cols = tile_shape(M, N, K)
+        out = np.empty((M, N), dtype=a.dtype)
+        split_work(_tiles, _tiles_ranges, -(-M // rows) * -(-N // cols), a, b, out, rows, cols)
+    return out

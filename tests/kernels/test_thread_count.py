@@ -1,0 +1,59 @@
+"""The same bytes from every thread count: a model's training steps (loss, every gradient,
+clipping, Adam's update) under 1, 2, 3, 8 and 16 threads (more threads than this machine's
+cores: the split is what matters), with the thresholds that keep small work on one thread
+lowered so that every kernel splits, and with them as they are."""
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib import optim
+from course_lib.kernels import activations, cross_entropy, layernorm, linear, residual
+from course_lib.kernels._fast import copy, reduce
+from course_lib.kernels._fast.threads import blas_threads, get_num_threads
+
+THREADS = (1, 2, 3, 8, 16)
+GRAINS = (activations, cross_entropy, layernorm, linear, residual, copy, reduce, optim)
+
+
+def config(dtype, T):
+    return cl.presets.gpt2(vocab_size=384, seq_len=T, d_model=64, n_heads=4, n_layers=2, d_ff=256,
+                      dtype=dtype)
+
+
+def steps(cfg, threads, n_steps=2):
+    """Losses, gradient norms and the bytes of every gradient and parameter after n_steps."""
+    model = cl.Transformer(cfg, seed=0)
+    opt = optim.AdamW(model.params, lr=1e-3)
+    rng = np.random.default_rng(1)
+    out = []
+    with blas_threads(threads):
+        assert get_num_threads() == threads
+        for _ in range(n_steps):
+            tokens = rng.integers(0, cfg.vocab_size, size=(4, cfg.seq_len))
+            targets = np.roll(tokens, -1, axis=1)
+            targets[:, -3:] = -100                      # some rows not scored
+            out.append(model.loss(tokens, targets))
+            grads = model.backward()
+            out.append(optim.clip_grad_norm(grads, max_norm=0.1))      # clips: the scaling runs too
+            out += [g.tobytes() for g in grads.values()]
+            opt.step(grads)
+    return out + [p.tobytes() for p in model.params.values()]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("T", [40, 8])      # attention through BLAS in blocks of rows; plain loops
+def test_every_kernel_split_gives_the_same_bytes(monkeypatch, dtype, T):
+    for module in GRAINS:
+        monkeypatch.setattr(module, "GRAIN", 1)
+    cfg = config(dtype, T)
+    one = steps(cfg, 1)
+    for n in THREADS[1:]:
+        assert steps(cfg, n) == one, f"{n} threads differ from one"
+
+
+def test_the_thresholds_as_they_are_give_the_same_bytes():
+    cfg = cl.presets.gpt2(vocab_size=2048, seq_len=64, d_model=128, n_heads=4, n_layers=1,
+                     d_ff=512, dtype="float32")       # tok_emb: 2 chunks of the gradient norm
+    one = steps(cfg, 1, n_steps=1)
+    for n in THREADS[1:]:
+        assert steps(cfg, n, n_steps=1) == one, f"{n} threads differ from one"
