@@ -200,7 +200,7 @@ def main():
     if args.cores:
         return scaling(args.cores, args.sizes, args.repeats)
     peak = matmul_peak()
-    print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {os.cpu_count()} cores")
+    print(f"{time.strftime('%Y-%m-%d')}, {processor()}, {_cores()} cores")
     print(f"matrix-multiply peak (float32 1024^3, NumPy): {peak:.0f} GFLOP/s")
     for size in args.sizes:
         try:
@@ -275,6 +275,11 @@ def scaling(cores, sizes, repeats):
             cells.append(f"{_ms(ours)} vs {_ms(theirs)}: **{theirs / ours:.2f}x** "
                          f"({r['min']['pytorch'] / r['min']['course_lib']:.2f}x)")
         print(f"| {n} | " + " | ".join(cells) + " |")
+
+
+def _cores():
+    """The cores this process may use (its affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _ms(seconds):

@@ -6,7 +6,11 @@
                 OpenBLAS (found by threadpoolctl, CBLAS called directly), so that one BLAS thread
                 pool serves everything; Numba's a @ b where NumPy has another BLAS
     exp.py      exp(x) that vectorises inside Numba loops (np.exp is one libm call per element)
-    threads.py  how many BLAS threads a training step uses, and a `with` block to set it
+    threads.py  how many threads the kernels and BLAS use (one setting), and split_work, which
+                runs a kernel's ranges on Numba's threads
+    products.py the layers' matrix products, in tiles on those threads (the same bytes on any count)
+    reduce.py   sums over rows by columns, sums of squares in fixed chunks (ditto)
+    copy.py     joining and splitting column blocks, scaling in place, on those threads
     memory.py   glibc's malloc told to keep freed memory for the next step (no page faults)
 
 The layers (kernels/layernorm.py, attention.py, ...) import these; a reader learning the
