@@ -141,7 +141,8 @@ def profile_course_lib(size, steps):
     calls = {name: n / steps for name, n in timed.calls.items()}
     calls["gelu elements"] = timed.elements["gelu_forward"] / steps
     calls["threads"] = dict(timed.threads)
-    threads.observer = None    figures = alone(model, opt, step())
+    threads.observer = None
+    figures = alone(model, opt, step())
     figures["Python + Adam, kernels' work taken out"] = without_kernels(model, opt, tokens, targets)
     return float(np.median(wall)), rows, calls, *usage, figures
 

@@ -21,13 +21,14 @@ def config(dtype, T):
 
 
 def steps(cfg, threads, n_steps=2):
-    """Losses, gradient norms and the bytes of every gradient and parameter after n_steps."""
+    """Losses, gradient norms and the bytes of every gradient and parameter after n_steps
+    (threads None: as the caller set them)."""
     model = cl.Transformer(cfg, seed=0)
     opt = optim.AdamW(model.params, lr=1e-3)
     rng = np.random.default_rng(1)
     out = []
     with blas_threads(threads):
-        assert get_num_threads() == threads
+        assert threads is None or get_num_threads() == threads
         for _ in range(n_steps):
             tokens = rng.integers(0, cfg.vocab_size, size=(4, cfg.seq_len))
             targets = np.roll(tokens, -1, axis=1)
@@ -57,3 +58,24 @@ def test_the_thresholds_as_they_are_give_the_same_bytes():
     one = steps(cfg, 1, n_steps=1)
     for n in THREADS[1:]:
         assert steps(cfg, n, n_steps=1) == one, f"{n} threads differ from one"
+
+
+def test_two_python_threads_training_at_once_get_the_same_bytes(monkeypatch):
+    """Two models trained at once from two Python threads (a learner's widget beside a loop):
+    no crash, and each gets what it gets alone. One of them at a time runs parallel loops."""
+    import threading
+    for module in GRAINS:
+        monkeypatch.setattr(module, "GRAIN", 1)
+    cfg = config("float32", 40)
+    alone = steps(cfg, 2)
+    results = [None, None]
+
+    def train(i):
+        results[i] = steps(cfg, None)
+    with blas_threads(2):
+        workers = [threading.Thread(target=train, args=(i,)) for i in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(300)
+    assert results[0] == alone and results[1] == alone

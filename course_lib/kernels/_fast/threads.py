@@ -1,24 +1,24 @@
-"""How many threads the model's kernels use, and the pool that runs their pieces.
+"""How many threads the model's kernels use, and split_work, which runs a kernel on them.
 
-One number limits course_lib's threads: the kernels' own (the pool below) and BLAS's. By
+One number limits course_lib's threads: the kernels' own (Numba's parallel loops) and BLAS's. By
 default it is the cores this process may run on (os.sched_getaffinity where the system has it),
 lowered by COURSE_LIB_NUM_THREADS, NUMBA_NUM_THREADS or OMP_NUM_THREADS when set on import
 (applied to BLAS too, by limit_blas_from_environment) and by BLAS's own limit. `set_num_threads(n)`,
 and inside a block `with blas_threads(n)`, set it to n for both (more than the cores if asked:
-the tests do that). The kernels' threads and BLAS's take turns (a kernel splits its own loops
-or calls BLAS, never both at once: attention splits its heads only where BLAS runs each product
-in the calling thread), so the two pools never ask for more cores than that number between them.
+the tests do that). The kernels' threads and BLAS's take turns: a kernel that multiplies on its
+own threads has BLAS run each product in the calling thread (blas_inline), so the two never ask
+for more cores than that number between them.
 
 OpenBLAS threads spin between calls. At the course model's size every product is small: on an
 idle machine a second thread helps a step only a little, and when the machine is busy the
 spinning steals the core that the Numba kernels run on. Training therefore uses one BLAS thread
 for small models (blas_threads_for), and with it one thread for the kernels.
 
-split_work runs a kernel's independent pieces (rows, (batch row, head) pairs, stretches of
-Adam's parameters) as contiguous ranges on the caller's thread and on helper threads, as many as
-the work is worth. Each piece is computed by the same code, in the same order, whichever thread
-runs it, and a reduction over rows is split by columns (each thread sums whole columns, rows in
-order): so the results are the same bytes for every thread count.
+split_work runs a kernel's independent pieces (rows, (batch row, head) pairs, tiles, stretches
+of Adam's parameters) as contiguous ranges, in a Numba `prange` loop, on as many threads as the
+work is worth. Each piece is computed by the same code, in the same order, whichever thread runs
+it, and a sum over rows is split by columns (each thread sums whole columns, rows in order): so
+the results are the same bytes for every thread count (tests/kernels/test_thread_count.py).
 """
 import os
 import threading
