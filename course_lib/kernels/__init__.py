@@ -15,8 +15,9 @@ names it (`NumPy twin: numpy_ref.layernorm_forward`). Read the twin for the math
 the kernel for how it runs fast: same inputs, same outputs, and tests/test_model.py
 proves the two paths agree. numpy_ref imports without Numba.
 
-The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp,
-BLAS threads and how long they spin, memory kept between steps) is in _fast/, below the layers.
+The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp, the
+threads the kernels run on and how many, BLAS's spin, memory kept between steps) is in _fast/,
+below the layers. set_num_threads(n) limits the kernels' threads and BLAS's together.
 """
 from ._fast.blas import NUMPY_BLAS as _NUMPY_BLAS
 from ._fast.memory import keep_freed_memory as _keep_freed_memory
