@@ -19,7 +19,7 @@ import functools
 import numpy as np
 from numba import prange
 
-from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into
+from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into, same_dtype
 from .jit import kernel
 from .threads import blas_inline, split_work
 
@@ -65,19 +65,12 @@ def _tiles_ranges(a, b, out, rows, cols, bounds):
         _tiles(a, b, out, rows, cols, bounds[i], bounds[i + 1])
 
 
-def check_same_dtype(where, name_a, a, name_b, b):
-    """blas.same_dtype's refusal, for Python callers."""
-    if a.dtype != b.dtype:
-        raise ValueError(f"{where}: {name_a} is {a.dtype} but {name_b} is {b.dtype}: "
-                         f"the arrays of one call need one dtype")
-
-
 def product(a, b):
     """a (M, K) @ b (K, N) -> (M, N): small products in one BLAS call on this thread, larger ones
     in tiles on course_lib's threads."""
     if NUMPY_BLAS is None:
         return matmul(a, b)
-    check_same_dtype("matmul", "a", a, "b", b)        # before the tiles: a parallel loop cannot raise
+    same_dtype("matmul", "a", a, "b", b)        # before the tiles: a parallel loop cannot raise
     (M, K), N = a.shape, b.shape[1]
     if b.shape[0] != K:
         raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
