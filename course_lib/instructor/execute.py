@@ -8,6 +8,8 @@ execution counts are 1, 2, 3, ...). What is stored is only what a reader needs:
 - no per-cell timestamps (nbclient's `execution` metadata): they change on every run;
 - the widget state of live plots, without the images of `ipywidgets.Image` models: the
   same frame is already in the plot's HTML fallback, and a live kernel sends it again;
+- a finished progress bar (tqdm's widget) as its last line of text, not as the nine widget
+  models behind it (about 9 KB of state, for a bar that no longer moves);
 - every cell holding a solution (`### BEGIN SOLUTION`) tagged `hide-input`, so that the
   book shows it folded.
 
@@ -17,6 +19,7 @@ good run.
 from __future__ import annotations
 
 import argparse
+import html
 import sys
 from pathlib import Path
 
@@ -36,6 +39,54 @@ def _drop_image_frames(nb) -> None:
             model.pop("buffers", None)
 
 
+def _named_models(models, model_id) -> set:
+    """`model_id` and every model its state names ("IPY_MODEL_<id>"), transitively."""
+    found, todo = set(), [model_id]
+    while todo:
+        current = todo.pop()
+        if current in found or current not in models:
+            continue
+        found.add(current)
+        for value in models[current]["state"].values():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item.startswith("IPY_MODEL_"):
+                    todo.append(item.removeprefix("IPY_MODEL_"))
+    return found
+
+
+_BAR = ["HTMLModel", "FloatProgressModel", "HTMLModel"]    # tqdm's bar: an HBox of these
+
+
+def _progress_bars_as_text(nb) -> None:
+    """Store each tqdm bar's output as its text, "100%|██████████| 80/80 [01:20<00:00, ...]",
+    and drop its widget models (the bar, its three parts, their layouts and styles)."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    models = state.get("state", {})
+
+    def parts(model_id):
+        model = models.get(model_id, {})
+        if model.get("model_name") != "HBoxModel":
+            return None
+        children = [c.removeprefix("IPY_MODEL_") for c in model["state"].get("children", [])]
+        names = [models.get(c, {}).get("model_name") for c in children]
+        return [models[c]["state"] for c in children] if names == _BAR else None
+
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            bar = parts(view["model_id"]) if view else None
+            if bar is None:
+                continue
+            left, progress, right = bar
+            filled = round(10 * progress["value"] / progress["max"]) if progress["max"] else 10
+            text = f"{left['value']}|{'█' * filled}{' ' * (10 - filled)}|{right['value']}"
+            output["data"] = {"text/plain": html.unescape(text).replace("\u2007", " ")}
+            for model_id in _named_models(models, view["model_id"]):
+                models.pop(model_id, None)
+    if state and not models:
+        del nb.metadata["widgets"]
+
+
 def execute(path, timeout=600):
     """Execute the notebook at `path` in a fresh kernel and write it back executed."""
     path = Path(path)
@@ -49,6 +100,7 @@ def execute(path, timeout=600):
         if "### BEGIN SOLUTION" in cell.source and "hide-input" not in tags:
             cell.metadata["tags"] = [*tags, "hide-input"]
     _drop_image_frames(nb)
+    _progress_bars_as_text(nb)
     write_atomic(path, lambda f: f.write(nbformat.writes(nb).encode("utf-8")))
     return nb
 
