@@ -98,6 +98,7 @@ def test_the_environment_limits_the_threads(monkeypatch, name):
     assert threads._limit_from_environment() is None
     monkeypatch.setattr(threads, "available_cores", lambda: 8)
     monkeypatch.setattr(threads, "blas_thread_count", lambda: 8)
+    monkeypatch.setattr(threads, "ENVIRONMENT_LIMIT", None)     # what this process was started with
     with threads.blas_threads(None):
         assert threads.get_num_threads() == 8
         monkeypatch.setattr(threads, "ENVIRONMENT_LIMIT", 3)
