@@ -8,7 +8,7 @@ import numpy as np
 from numba import prange
 
 from ._fast.jit import kernel
-from ._fast.blas import same_dtype
+from ._fast.blas import check_same_dtype
 from ._fast.products import product
 from ._fast.reduce import column_sums
 from ._fast.threads import split_work
@@ -34,7 +34,7 @@ def linear_forward(x, w, b):
 
     NumPy twin: numpy_ref.linear_forward.
     """
-    same_dtype("linear_forward", "x", x, "w", w)
+    check_same_dtype("linear_forward", "x", x, "w", w)
     y = product(x, w)
     if b is not None:
         if b.shape[0] != w.shape[1]:
@@ -48,8 +48,8 @@ def linear_backward(dy, x, w, has_bias):
 
     NumPy twin: numpy_ref.linear_backward.
     """
-    same_dtype("linear_backward", "dy", dy, "x", x)
-    same_dtype("linear_backward", "dy", dy, "w", w)
+    check_same_dtype("linear_backward", "dy", dy, "x", x)
+    check_same_dtype("linear_backward", "dy", dy, "w", w)
     dx, dw = product(dy, w.T), product(x.T, dy)
     db = column_sums(dy)[0] if has_bias else np.zeros(dy.shape[1], dtype=dy.dtype)
     return dx, dw, db

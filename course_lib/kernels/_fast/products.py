@@ -19,7 +19,7 @@ import functools
 import numpy as np
 from numba import prange
 
-from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into, same_dtype
+from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into, check_same_dtype
 from .jit import kernel
 from .threads import blas_inline, split_work
 
@@ -70,7 +70,7 @@ def product(a, b):
     in tiles on course_lib's threads."""
     if NUMPY_BLAS is None:
         return matmul(a, b)
-    same_dtype("matmul", "a", a, "b", b)        # before the tiles: a parallel loop cannot raise
+    check_same_dtype("matmul", "a", a, "b", b)  # before the tiles: a parallel loop cannot raise
     (M, K), N = a.shape, b.shape[1]
     if b.shape[0] != K:
         raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
