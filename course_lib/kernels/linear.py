@@ -2,16 +2,18 @@
 
 Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O). The products are BLAS's, in tiles
 (_fast/products.py); the bias (added by rows, summed by columns: _fast/reduce.py) too runs on
-several threads for large arrays.
+several threads for large arrays. A small layer (every product one BLAS call, the bias under a
+thread's grain: all of the course model's) is one compiled call that does the same operations
+in the same order, so the same bytes: a call from Python costs more than such a layer's sums.
 """
 import numpy as np
 from numba import prange
 
 from ._fast.jit import kernel
-from ._fast.blas import check_same_dtype
-from ._fast.products import product
-from ._fast.reduce import column_sums
-from ._fast.threads import split_work
+from ._fast.blas import check_same_dtype, matmul
+from ._fast.products import SMALL_PRODUCT, product
+from ._fast.reduce import column_sums, sum_columns
+from ._fast.threads import blas_inline, split_work
 
 GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
 
@@ -29,16 +31,42 @@ def _add_bias_ranges(y, b, bounds):
         _add_bias_rows(y, b, bounds[i], bounds[i + 1])
 
 
+def _one_call(x, w):
+    """Whether the layer of x (N, I) @ w (I, O) is small enough for _forward_whole / _backward_whole."""
+    N, I = x.shape
+    O = w.shape[1]
+    return N * I * O <= SMALL_PRODUCT and N * O < 2 * GRAIN and w.shape[0] == I
+
+
+@kernel
+def _forward_whole(x, w, b):
+    y = matmul(x, w)
+    if b is not None:
+        _add_bias_rows(y, b, 0, y.shape[0])
+    return y
+
+
+@kernel
+def _backward_whole(dy, x, w, has_bias):
+    db = np.zeros(dy.shape[1], dtype=dy.dtype)
+    if has_bias:
+        sum_columns(dy, None, db, None, 0, dy.shape[1])
+    return matmul(dy, w.T), matmul(x.T, dy), db
+
+
 def linear_forward(x, w, b):
     """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O).
 
     NumPy twin: numpy_ref.linear_forward.
     """
     check_same_dtype("linear_forward", "x", x, "w", w)
+    if b is not None and b.shape[0] != w.shape[1]:
+        raise ValueError("linear_forward: b must have O entries, w (I, O)")
+    if _one_call(x, w):
+        with blas_inline():
+            return _forward_whole(x, w, b)
     y = product(x, w)
     if b is not None:
-        if b.shape[0] != w.shape[1]:
-            raise ValueError("linear_forward: b must have O entries, w (I, O)")
         split_work(_add_bias_rows, _add_bias_ranges, y.shape[0], y, b, work=y.size, grain=GRAIN)
     return y
 
@@ -50,6 +78,9 @@ def linear_backward(dy, x, w, has_bias):
     """
     check_same_dtype("linear_backward", "dy", dy, "x", x)
     check_same_dtype("linear_backward", "dy", dy, "w", w)
+    if _one_call(x, w) and dy.shape == (x.shape[0], w.shape[1]):
+        with blas_inline():
+            return _backward_whole(dy, x, w, has_bias)
     dx, dw = product(dy, w.T), product(x.T, dy)
     db = column_sums(dy)[0] if has_bias else np.zeros(dy.shape[1], dtype=dy.dtype)
     return dx, dw, db

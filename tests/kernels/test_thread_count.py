@@ -81,3 +81,16 @@ def test_two_python_threads_training_at_once_get_the_same_bytes(monkeypatch):
         for w in workers:
             w.join(300)
     assert results[0] == alone and results[1] == alone
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch, dtype):
+    rng = np.random.default_rng(0)
+    x, w, b, dy = (rng.standard_normal(s).astype(dtype) for s in ((48, 32), (32, 64), (64,), (48, 64)))
+    assert linear._one_call(x, w)
+    whole = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
+    monkeypatch.setattr(linear, "GRAIN", 1)     # the bias added by rows, summed by columns, split
+    assert not linear._one_call(x, w)
+    with blas_threads(3):
+        split = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
+    assert [a.tobytes() for a in whole] == [a.tobytes() for a in split]

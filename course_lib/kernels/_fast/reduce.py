@@ -6,6 +6,8 @@ Each thread takes a range of columns and adds the rows into them in order, row 0
 thread would: every column's sum is the same bytes whatever the number of threads (a split by
 rows would need partial sums whose order depends on it).
 
+sum_columns: the same for a range of columns, on the calling thread (inside another kernel).
+
 sum_squares: of a flat array, in chunks of fixed size added in order.
 """
 import numpy as np
@@ -19,7 +21,7 @@ ALIGN = 16          # columns per range a multiple of a cache line of float32: n
 
 
 @kernel
-def _sums(a, b, sum_a, sum_ab, first, last):
+def sum_columns(a, b, sum_a, sum_ab, first, last):
     """The columns first..last-1, summed into arrays of this call's own: the loop then
     vectorises (LLVM cannot tell that sum_a does not overlap a)."""
     acc_a = np.zeros(last - first, dtype=sum_a.dtype)
@@ -38,9 +40,9 @@ def _sums(a, b, sum_a, sum_ab, first, last):
 
 
 @kernel(parallel=True)
-def _sums_ranges(a, b, sum_a, sum_ab, bounds):
+def _sum_columns_ranges(a, b, sum_a, sum_ab, bounds):
     for i in prange(bounds.size - 1):
-        _sums(a, b, sum_a, sum_ab, bounds[i], bounds[i + 1])
+        sum_columns(a, b, sum_a, sum_ab, bounds[i], bounds[i + 1])
 
 
 def column_sums(a, b=None):
@@ -48,7 +50,7 @@ def column_sums(a, b=None):
     C = a.shape[1]
     sum_a = np.zeros(C, dtype=a.dtype)
     sum_ab = None if b is None else np.zeros(C, dtype=a.dtype)
-    split_work(_sums, _sums_ranges, C, a, b, sum_a, sum_ab, work=a.size, grain=GRAIN, align=ALIGN)
+    split_work(sum_columns, _sum_columns_ranges, C, a, b, sum_a, sum_ab, work=a.size, grain=GRAIN, align=ALIGN)
     return sum_a, sum_ab
 
 
