@@ -30,10 +30,15 @@ from nbclient.exceptions import CellExecutionError
 from .._files import write_atomic
 
 
+def _widget_models(nb) -> dict:
+    """The stored widget models, by id (empty when the notebook stores none)."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    return state.get("state", {})
+
+
 def _drop_image_frames(nb) -> None:
     """Empty the `value` of stored Image widget models (a second copy of a PNG frame)."""
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
-    for model in state.get("state", {}).values():
+    for model in _widget_models(nb).values():
         if model.get("model_name") == "ImageModel":
             model.get("state", {}).pop("value", None)
             model.pop("buffers", None)
@@ -60,8 +65,7 @@ _BAR = ["HTMLModel", "FloatProgressModel", "HTMLModel"]    # tqdm's bar: an HBox
 def _progress_bars_as_text(nb) -> None:
     """Store each tqdm bar's output as its text, "100%|██████████| 80/80 [01:20<00:00, ...]",
     and drop its widget models (the bar, its three parts, their layouts and styles)."""
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
-    models = state.get("state", {})
+    models = _widget_models(nb)
 
     def parts(model_id):
         model = models.get(model_id, {})
@@ -83,7 +87,7 @@ def _progress_bars_as_text(nb) -> None:
             output["data"] = {"text/plain": html.unescape(text).replace("\u2007", " ")}
             for model_id in _named_models(models, view["model_id"]):
                 models.pop(model_id, None)
-    if state and not models:
+    if "widgets" in nb.metadata and not models:
         del nb.metadata["widgets"]
 
 
