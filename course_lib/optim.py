@@ -87,7 +87,8 @@ def _adam_ranges(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, ste
         _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds[i], bounds[i + 1])
 
 
-GRAIN = 1 << 19     # parameters from which a thread pays for its hand-over (below, handing over costs more)
+GRAIN = 1 << 15     # parameters from which a thread pays for its hand-over (below, handing over costs more)
+SMALL_MODEL = 32     # grains of parameters in all below which a step is one call on one thread (the course model's)
 ALIGN = 64          # ranges start at multiples of a vector's worth, the same on every thread count
 
 
@@ -226,7 +227,7 @@ class Adam(Optimizer):
         ps, ms, vs = self._flat(self.m, self.v)
         self.t += 1
         hyper = (self.lr, *self.betas, self.eps, self.weight_decay, self.decoupled, self.t)
-        if self._m_flat is not None and self._m_flat.size < 2 * GRAIN:   # small, one dtype: one call
+        if self._m_flat is not None and self._m_flat.size < SMALL_MODEL * GRAIN:   # small, one dtype: one call
             adam_update_all(ps, gs, self._m_flat, self._v_flat, *hyper)
         else:           # a parameter at a time, large ones on several threads
             for p, g, m, v in zip(ps, gs, ms, vs):

@@ -242,14 +242,17 @@ def test_the_honest_learner_the_report_and_the_class_are_untouched(attacked):
     assert not left
 
 
-def test_a_learner_who_stops_the_grader_costs_only_their_own_notebook(tmp_path):
+def test_a_learner_who_stops_the_grader_costs_only_their_own_notebook(tmp_path, monkeypatch):
     """SIGSTOP to its parent: the notebook ends at its time limit (the clock is the grader's), the
     others are graded."""
+    # the stopped judge cannot end its run: the grader waits out the limit and the judge's grace,
+    # which is shortened here (30 s by default) to what this small notebook's judge needs
+    monkeypatch.setattr(sandbox, "GRACE", 10)
     write(small_notebook(), tmp_path / "class" / "honest")
     nb = student_notebook(small_notebook())[0]
     exercise_cell(nb, "Exercise 1.1").source = (
-        "import os, signal\ntry:\n    os.kill(os.getppid(), signal.SIGSTOP)\nexcept OSError:\n    pass\n"
-        "while True:\n    pass\n")
+        "import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGSTOP)\nexcept OSError:\n    pass\n"
+        "time.sleep(3600)\n")
     write(nb, tmp_path / "class" / "stopper")
     start = time.monotonic()
     rows = grade.grade(tmp_path / "class", timeout=15, progress=False, jobs=2)

@@ -6,8 +6,10 @@ different orders). So the layers cut a large product into tiles of out, by a gri
 only on the shapes, and multiply each tile by one BLAS call in the calling thread (`blas_inline`);
 the tiles are shared among course_lib's threads (split_work). Every tile is the same call on the
 same numbers whichever thread makes it: the same bytes on any thread count. A tile does at least
-TILE_WORK multiply-adds, so that a call's own cost stays small beside its work; there are at
-most MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
+TILE_WORK multiply-adds, so that a call's own cost stays small beside its work, and has at
+least MIN_SIDE rows and columns: BLAS packs each tile's operands again, (rows + columns) x K
+numbers for rows x columns x K multiply-adds, so narrow tiles spend their time packing. There
+are at most MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
 of the course model's) are one call, on the calling thread, whatever the thread count: cut in
 tiles they cost more on one thread (each tile packs its operands again), and training the course
 model runs on one thread (threads.blas_threads_for).
@@ -26,26 +28,32 @@ from .threads import blas_inline, split_work
 SMALL_PRODUCT = 1 << 22     # multiply-adds up to which a product is one call (the course model's all are)
 TILE_WORK = 1 << 22     # multiply-adds per tile, at least
 MAX_TILES = 32
-MIN_SIDE = 16           # rows or columns of a tile, at least
+MIN_SIDE = 128          # rows or columns of a tile, at least (unless the product has fewer)
+ALIGN = 16              # a tile's sides are multiples of this (whole vectors of float32)
 
 
 def _halve(n):
-    """n / 2 rounded up to a multiple of MIN_SIDE (whole vectors of float32)."""
-    return -(-n // 2 // MIN_SIDE) * MIN_SIDE if n > MIN_SIDE else n
+    """n / 2 rounded up to a multiple of ALIGN."""
+    return -(-n // 2 // ALIGN) * ALIGN
 
 
 @functools.lru_cache(maxsize=256)
 def tile_shape(M, N, K):
-    """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side until
-    there are as many tiles as the work is worth (up to MAX_TILES). Depends on the shapes only."""
+    """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side that
+    stays at least MIN_SIDE until there are as many tiles as the work is worth (up to MAX_TILES).
+    Depends on the shapes only."""
     want = min(MAX_TILES, M * N * K // TILE_WORK)
     rows, cols = M, N
-    while -(-M // max(rows, 1)) * -(-N // max(cols, 1)) < want and max(rows, cols) > MIN_SIDE:
-        if cols >= rows:
+    while -(-M // rows) * -(-N // cols) < want:
+        if cols >= rows and _halve(cols) >= MIN_SIDE:
+            cols = _halve(cols)
+        elif _halve(rows) >= MIN_SIDE:
+            rows = _halve(rows)
+        elif _halve(cols) >= MIN_SIDE:
             cols = _halve(cols)
         else:
-            rows = _halve(rows)
-    return max(rows, 1), max(cols, 1)
+            break
+    return rows, cols
 
 
 @kernel
