@@ -8,7 +8,7 @@ import pytest
 import course_lib as cl
 from course_lib import optim
 from course_lib.kernels import activations, cross_entropy, layernorm, linear, residual
-from course_lib.kernels._fast import blas, copy, reduce
+from course_lib.kernels._fast import blas, copy, products, reduce
 from course_lib.kernels._fast.threads import blas_threads, get_num_threads
 
 pytestmark = pytest.mark.skipif(blas.NUMPY_BLAS is None, reason="on the fallback BLAS the products are "
@@ -94,3 +94,23 @@ def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch,
     with blas_threads(3):
         split = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
     assert [a.tobytes() for a in whole] == [a.tobytes() for a in split]
+
+
+
+@pytest.mark.parametrize("M, N, K", [(1024, 256, 256), (1024, 768, 256), (256, 2304, 768), (256, 256, 1024),
+                                     (100, 5000, 3000), (16, 100_000, 64), (4096, 4096, 4096)])
+def test_a_products_tiles_are_wide_and_few(M, N, K):
+    """The grid of a large product: as many tiles as the work is worth (up to MAX_TILES; halving a
+    side may give up to twice that), each at least MIN_SIDE rows and columns where the product has
+    them (narrow tiles spend their time packing): a mid layer's (1024, 256) output has one for
+    each of 16 cores. The tiles' product is the product."""
+    rows, cols = products.tile_shape(M, N, K)
+    count = -(-M // rows) * -(-N // cols)
+    want = min(products.MAX_TILES, M * N * K // products.TILE_WORK)
+    assert rows >= min(M, products.MIN_SIDE) and cols >= min(N, products.MIN_SIDE)
+    narrowest = max(products._halve(rows), products._halve(cols)) < products.MIN_SIDE
+    assert want <= count < 2 * want or count < want and narrowest
+    assert count == 16 if (M, N) == (1024, 256) else True
+    if M * N * K <= 1 << 31:
+        a, b = (np.random.default_rng(0).standard_normal(s) for s in ((M, K), (K, N)))
+        assert np.allclose(products.product(a, b), a @ b, rtol=1e-12, atol=1e-10)

@@ -9,7 +9,7 @@ same numbers whichever thread makes it: the same bytes on any thread count. A ti
 TILE_WORK multiply-adds, so that a call's own cost stays small beside its work, and has at
 least MIN_SIDE rows and columns: BLAS packs each tile's operands again, (rows + columns) x K
 numbers for rows x columns x K multiply-adds, so narrow tiles spend their time packing. There
-are at most MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
+are about MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
 of the course model's) are one call, on the calling thread, whatever the thread count: cut in
 tiles they cost more on one thread (each tile packs its operands again), and training the course
 model runs on one thread (threads.blas_threads_for).
@@ -40,8 +40,8 @@ def _halve(n):
 @functools.lru_cache(maxsize=256)
 def tile_shape(M, N, K):
     """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side that
-    stays at least MIN_SIDE until there are as many tiles as the work is worth (up to MAX_TILES).
-    Depends on the shapes only."""
+    stays at least MIN_SIDE until there are as many tiles as the work is worth (up to MAX_TILES;
+    the last halving may give up to twice as many). Depends on the shapes only."""
     want = min(MAX_TILES, M * N * K // TILE_WORK)
     rows, cols = M, N
     while -(-M // rows) * -(-N // cols) < want:
