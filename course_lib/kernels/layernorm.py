@@ -57,18 +57,28 @@ def layernorm_forward(x, gamma, beta, eps):
 
 
 @kernel
+def _backward_sums(dy, xhat, gamma, n):
+    """(sum of g, sum of g * xhat) over row n, g = dy * gamma."""
+    f = dy.dtype.type
+    sum_g = f(0.0)
+    sum_gx = f(0.0)
+    for c in range(dy.shape[1]):
+        g = dy[n, c] * gamma[c]
+        sum_g += g
+        sum_gx += g * xhat[n, c]
+    return sum_g, sum_gx
+
+
+@kernel(in_order=True)
 def _backward_rows(dy, xhat, rstd, gamma, dx, first, last):
-    """dx at the rows first..last-1."""
+    """dx at the rows first..last-1. Compiled in order: with fused multiply-adds allowed, LLVM
+    fused dx's formula one way here and another inside _backward_ranges on ARM (other bytes on
+    two threads); the sums keep fastmath (_backward_sums)."""
     C = dy.shape[1]
     f = dy.dtype.type
     C_float = f(C)          # C in dy's precision: the loop stays in float32
     for n in range(first, last):
-        sum_g = f(0.0)
-        sum_gx = f(0.0)
-        for c in range(C):
-            g = dy[n, c] * gamma[c]
-            sum_g += g
-            sum_gx += g * xhat[n, c]
+        sum_g, sum_gx = _backward_sums(dy, xhat, gamma, n)
         scale = rstd[n] / C_float
         for c in range(C):
             dx[n, c] = scale * (C_float * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
