@@ -2,6 +2,11 @@
 clipping, Adam's update) under 1, 2, 3, 8 and 16 threads (more threads than this machine's
 cores: the split is what matters), with the thresholds that keep small work on one thread
 lowered so that every kernel splits, and with them as they are."""
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -96,21 +101,56 @@ def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch,
     assert [a.tobytes() for a in whole] == [a.tobytes() for a in split]
 
 
+@pytest.mark.parametrize("cores", [1, 2, 8, 16])
 @pytest.mark.parametrize("M, N, K", [(1024, 256, 256), (1024, 768, 256), (256, 2304, 768), (256, 256, 1024),
                                      (100, 5000, 3000), (16, 100_000, 64), (4096, 4096, 4096)])
-def test_a_products_tiles_are_wide_and_few(M, N, K):
-    """The grid of a large product: as many tiles as the work is worth (up to MAX_TILES; halving a
-    side may give up to twice that), each at least MIN_SIDE rows and columns where the product has
-    them (narrow tiles spend their time packing): a mid layer's (1024, 256) output has one for
-    each of 16 cores. The tiles' product is the product."""
-    rows, cols = products.tile_shape(M, N, K)
+def test_a_products_tiles_are_wide_and_few(M, N, K, cores):
+    """The grid of a large product on a machine of so many cores: as many tiles as the work is
+    worth (up to two a core; halving a side may give up to twice that), each at least MIN_SIDE
+    rows and columns where the product has them (narrow tiles spend their time packing): a mid
+    layer's (1024, 256) output has one for each of 16 cores. The tiles' product is the product."""
+    max_tiles = 2 * cores
+    rows, cols = products.tile_shape(M, N, K, max_tiles)
     count = -(-M // rows) * -(-N // cols)
-    want = min(products.MAX_TILES, M * N * K // products.TILE_WORK)
+    want = min(max_tiles, M * N * K // products.TILE_WORK)
     assert rows >= min(M, products.MIN_SIDE) and cols >= min(N, products.MIN_SIDE)
     narrowest = max(products._halve(rows), products._halve(cols)) < products.MIN_SIDE
     assert want <= count < 2 * want or count < want and narrowest
-    if (M, N) == (1024, 256):
+    if (M, N, cores) == (1024, 256, 16):
         assert count == 16
-    if M * N * K <= 1 << 31:
+    if cores == 2 and M * N * K <= 1 << 31:
         a, b = (np.random.default_rng(0).standard_normal(s) for s in ((M, K), (K, N)))
         assert np.allclose(products.product(a, b), a @ b, rtol=1e-12, atol=1e-10)
+
+
+GRID_CHECK = """
+import os, numpy as np
+from course_lib.kernels._fast import products
+from course_lib.kernels._fast.threads import available_cores, blas_threads
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((1024, 256), dtype=np.float32), rng.standard_normal((256, 768), dtype=np.float32)
+whole = products.product(a, b).tobytes()
+cores = os.sched_getaffinity(0)
+os.sched_setaffinity(0, {min(cores)})
+assert available_cores() == 1
+print(products.product(a, b).tobytes() == whole)
+os.sched_setaffinity(0, cores)
+with blas_threads(3):
+    print(products.product(a, b).tobytes() == whole)
+other = 32 if products.MAX_TILES == 2 else 2
+products.tile_shape = lambda M, N, K, tile_shape=products.tile_shape: tile_shape(M, N, K, other)
+print(products.product(a, b).tobytes() == whole)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or platform.machine() != "x86_64",
+                    reason="affinity and OpenBLAS's Haswell kernels: Linux on x86")
+def test_a_products_grid_is_the_machines_not_the_processes():
+    """The grid follows the machine's cores (os.cpu_count), not the cores this process is given
+    (taskset) nor its thread limit: a large product's bytes move with neither. Shown with
+    OpenBLAS's Haswell kernels (every AVX2 processor's), whose bytes depend on the grid: another
+    grid gives other bytes."""
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
+    run = subprocess.run([sys.executable, "-c", GRID_CHECK], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.stdout.split() == ["True", "True", "False"], run.stderr

@@ -9,7 +9,10 @@ same numbers whichever thread makes it: the same bytes on any thread count. A ti
 TILE_WORK multiply-adds, so that a call's own cost stays small beside its work, and has at
 least MIN_SIDE rows and columns: BLAS packs each tile's operands again, (rows + columns) x K
 numbers for rows x columns x K multiply-adds, so narrow tiles spend their time packing. There
-are about MAX_TILES, two for each of 16 cores. Products up to SMALL_PRODUCT multiply-adds (all
+are about MAX_TILES, two for each of the machine's cores (so that a thread done early takes
+another): the machine's, os.cpu_count(), not the threads or the cores this process is given, so
+the grid, and the bytes, are the same for every thread count, limit and affinity on one machine
+(different machines already differ in their BLAS's kernels). Products up to SMALL_PRODUCT multiply-adds (all
 of the course model's) are one call, on the calling thread, whatever the thread count: cut in
 tiles they cost more on one thread (each tile packs its operands again), and training the course
 model runs on one thread (threads.blas_threads_for).
@@ -17,6 +20,7 @@ model runs on one thread (threads.blas_threads_for).
 On the fallback BLAS (blas.py) products are whole, through Numba's `a @ b` and its BLAS's threads.
 """
 import functools
+import os
 
 import numpy as np
 from numba import prange
@@ -27,7 +31,7 @@ from .threads import blas_inline, split_work
 
 SMALL_PRODUCT = 1 << 22     # multiply-adds up to which a product is one call (the course model's all are)
 TILE_WORK = 1 << 22     # multiply-adds per tile, at least
-MAX_TILES = 32
+MAX_TILES = 2 * (os.cpu_count() or 1)
 MIN_SIDE = 128          # rows or columns of a tile, at least (unless the product has fewer)
 ALIGN = 16              # a tile's sides are multiples of this (whole vectors of float32)
 
@@ -38,11 +42,11 @@ def _halve(n):
 
 
 @functools.lru_cache(maxsize=256)
-def tile_shape(M, N, K):
+def tile_shape(M, N, K, max_tiles=MAX_TILES):
     """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side that
-    stays at least MIN_SIDE until there are as many tiles as the work is worth (up to MAX_TILES;
-    the last halving may give up to twice as many). Depends on the shapes only."""
-    want = min(MAX_TILES, M * N * K // TILE_WORK)
+    stays at least MIN_SIDE until there are as many tiles as the work is worth (up to max_tiles;
+    the last halving may give up to twice as many). Depends on the shapes (and the machine) only."""
+    want = min(max_tiles, M * N * K // TILE_WORK)
     rows, cols = M, N
     while -(-M // rows) * -(-N // cols) < want:
         if cols >= rows and _halve(cols) >= MIN_SIDE:
