@@ -106,10 +106,10 @@ def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch,
                                      (100, 5000, 3000), (16, 100_000, 64), (4096, 4096, 4096)])
 def test_a_products_tiles_are_wide_and_few(M, N, K, cores):
     """The grid of a large product on a machine of so many cores: as many tiles as the work is
-    worth (up to two a core; halving a side may give up to twice that), each at least MIN_SIDE
+    worth (up to one a core; halving a side may give up to twice that), each at least MIN_SIDE
     rows and columns where the product has them (narrow tiles spend their time packing): a mid
     layer's (1024, 256) output has one for each of 16 cores. The tiles' product is the product."""
-    max_tiles = 2 * cores
+    max_tiles = cores
     rows, cols = products.tile_shape(M, N, K, max_tiles)
     count = -(-M // rows) * -(-N // cols)
     want = min(max_tiles, M * N * K // products.TILE_WORK)

@@ -3,19 +3,23 @@
 OpenBLAS splits a large product over its threads in a way that depends on how many there are,
 and in float32 the bytes of the result do too (its one-thread and many-thread paths add in
 different orders). So the layers cut a large product into tiles of out, by a grid that depends
-only on the shapes, and multiply each tile by one BLAS call in the calling thread (`blas_inline`);
-the tiles are shared among course_lib's threads (split_work). Every tile is the same call on the
-same numbers whichever thread makes it: the same bytes on any thread count. A tile does at least
-TILE_WORK multiply-adds, so that a call's own cost stays small beside its work, and has at
-least MIN_SIDE rows and columns: BLAS packs each tile's operands again, (rows + columns) x K
-numbers for rows x columns x K multiply-adds, so narrow tiles spend their time packing. There
-are about MAX_TILES, two for each of the machine's cores (so that a thread done early takes
-another): the machine's, os.cpu_count(), not the threads or the cores this process is given, so
-the grid, and the bytes, are the same for every thread count, limit and affinity on one machine
-(different machines already differ in their BLAS's kernels). Products up to SMALL_PRODUCT multiply-adds (all
-of the course model's) are one call, on the calling thread, whatever the thread count: cut in
-tiles they cost more on one thread (each tile packs its operands again), and training the course
-model runs on one thread (threads.blas_threads_for).
+only on the shapes and the machine, and multiply each tile by one BLAS call in the calling thread
+(`blas_inline`); the tiles are shared among course_lib's threads (split_work). Every tile is the
+same call on the same numbers whichever thread makes it: the same bytes on any thread count.
+
+A tile does at least TILE_WORK multiply-adds, so that a call's own cost stays small beside its
+work, and has at least MIN_SIDE rows and columns: BLAS packs each tile's operands again, (rows +
+columns) x K numbers for rows x columns x K multiply-adds, so narrow tiles spend their time
+packing. There are about MAX_TILES, one for each of the machine's cores (split_work gives each
+thread a fixed range of tiles: more tiles than threads would only pack more). The machine's
+cores, os.cpu_count(), not the threads or the cores this process is given: the grid, and so the
+bytes, are the same for every thread count, limit and affinity on one machine (machines already
+differ in their BLAS's kernels).
+
+Products up to SMALL_PRODUCT multiply-adds (all of the course model's) are one call, on the
+calling thread, whatever the thread count: cut in tiles they cost more on one thread (each tile
+packs its operands again), and training the course model runs on one thread
+(threads.blas_threads_for).
 
 On the fallback BLAS (blas.py) products are whole, through Numba's `a @ b` and its BLAS's threads.
 """
@@ -31,7 +35,7 @@ from .threads import blas_inline, split_work
 
 SMALL_PRODUCT = 1 << 22     # multiply-adds up to which a product is one call (the course model's all are)
 TILE_WORK = 1 << 22     # multiply-adds per tile, at least
-MAX_TILES = 2 * (os.cpu_count() or 1)
+MAX_TILES = os.cpu_count() or 1
 MIN_SIDE = 128          # rows or columns of a tile, at least (unless the product has fewer)
 ALIGN = 16              # a tile's sides are multiples of this (whole vectors of float32)
 
