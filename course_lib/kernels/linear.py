@@ -1,7 +1,7 @@
 """Linear layer y = x @ W + b.
 
 Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O). The products are BLAS's, in tiles
-(_fast/products.py); the bias (added by rows, summed by columns: _fast/reduce.py) too runs on
+(_fast/products.py; the backward's two share one list of tiles); the bias (added by rows, summed by columns: _fast/reduce.py) too runs on
 several threads for large arrays. A small layer (every product one BLAS call, the bias under a
 thread's grain: all of the course model's) is one compiled call that does the same operations
 in the same order, so the same bytes: a call from Python costs more than such a layer's sums.
@@ -11,7 +11,7 @@ from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.blas import check_same_dtype, matmul
-from ._fast.products import SMALL_PRODUCT, product
+from ._fast.products import SMALL_PRODUCT, product, product_pair
 from ._fast.reduce import column_sums, sum_columns
 from ._fast.threads import blas_inline, split_work
 
@@ -81,6 +81,6 @@ def linear_backward(dy, x, w, has_bias):
     if _one_call(x, w) and dy.shape == (x.shape[0], w.shape[1]):
         with blas_inline():
             return _backward_whole(dy, x, w, has_bias)
-    dx, dw = product(dy, w.T), product(x.T, dy)
+    dx, dw = product_pair(dy, w.T, x.T, dy)
     db = column_sums(dy)[0] if has_bias else np.zeros(dy.shape[1], dtype=dy.dtype)
     return dx, dw, db

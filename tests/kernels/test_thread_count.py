@@ -123,6 +123,25 @@ def test_a_products_tiles_are_wide_and_few(M, N, K, cores):
         assert np.allclose(products.product(a, b), a @ b, rtol=1e-12, atol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cores", [1, 2, 3, 16])
+def test_a_pair_of_products_is_both_in_the_same_bytes_on_any_thread_count(monkeypatch, dtype, cores):
+    """A layer's backward (dx = dy @ W.T, dW = x.T @ dy) as one list of tiles, on a machine of so
+    many cores: the two products, the same bytes on 1, 2, 3 and 8 threads."""
+    monkeypatch.setattr(products, "MAX_TILES", cores)
+    rng = np.random.default_rng(0)
+    x, w, dy = (rng.standard_normal(s).astype(dtype) for s in ((1024, 256), (256, 768), (1024, 768)))
+    pairs = []
+    for n in (1, 2, 3, 8):
+        with blas_threads(n):
+            pairs.append([p.tobytes() for p in products.product_pair(dy, w.T, x.T, dy)])
+    assert all(p == pairs[0] for p in pairs)
+    dx, dw = products.product_pair(dy, w.T, x.T, dy)
+    tolerance = dict(rtol=1e-4, atol=1e-3) if dtype == "float32" else dict(rtol=1e-12, atol=1e-10)
+    assert np.allclose(dx, dy.astype(float) @ w.T, **tolerance)
+    assert np.allclose(dw, x.T.astype(float) @ dy, **tolerance)
+
+
 GRID_CHECK = """
 import os, numpy as np
 from course_lib.kernels._fast import products

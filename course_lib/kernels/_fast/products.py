@@ -14,7 +14,9 @@ packing. There are about MAX_TILES, one for each of the machine's cores (split_w
 thread a fixed range of tiles: more tiles than threads would only pack more). The machine's
 cores, os.cpu_count(), not the threads or the cores this process is given: the grid, and so the
 bytes, are the same for every thread count, limit and affinity on one machine (machines already
-differ in their BLAS's kernels).
+differ in their BLAS's kernels). A layer's backward has two independent products of the same
+work, dx and dW: `product_pair` puts the tiles of both in one list, each product in half as many
+tiles as alone (on 2 cores each is one call, on a thread of its own).
 
 Products up to SMALL_PRODUCT multiply-adds (all of the course model's) are one call, on the
 calling thread, whatever the thread count: cut in tiles they cost more on one thread (each tile
@@ -81,15 +83,26 @@ def _tiles_ranges(a, b, out, rows, cols, bounds):
         _tiles(a, b, out, rows, cols, bounds[i], bounds[i + 1])
 
 
+def _checked_shape(a, b):
+    """(M, N, K) of a (M, K) @ b (K, N), after checking dtypes and shapes (before the tiles: a
+    parallel loop cannot raise)."""
+    check_same_dtype("matmul", "a", a, "b", b)
+    (M, K), N = a.shape, b.shape[1]
+    if b.shape[0] != K:
+        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    return M, N, K
+
+
+def _count(M, N, rows, cols):
+    return -(-M // rows) * -(-N // cols)
+
+
 def product(a, b):
     """a (M, K) @ b (K, N) -> (M, N): small products in one BLAS call on this thread, larger ones
     in tiles on course_lib's threads."""
     if NUMPY_BLAS is None:
         return matmul(a, b)
-    check_same_dtype("matmul", "a", a, "b", b)  # before the tiles: a parallel loop cannot raise
-    (M, K), N = a.shape, b.shape[1]
-    if b.shape[0] != K:
-        raise ValueError("matmul: the shapes do not fit: a (M, K) @ b (K, N) -> out (M, N)")
+    M, N, K = _checked_shape(a, b)
     if M * N * K <= INLINE_PRODUCT:             # BLAS runs it here anyway
         return matmul(a, b)
     with blas_inline():
@@ -97,5 +110,40 @@ def product(a, b):
             return matmul(a, b)
         rows, cols = tile_shape(M, N, K)
         out = np.empty((M, N), dtype=a.dtype)
-        split_work(_tiles, _tiles_ranges, -(-M // rows) * -(-N // cols), a, b, out, rows, cols)
+        split_work(_tiles, _tiles_ranges, _count(M, N, rows, cols), a, b, out, rows, cols)
     return out
+
+
+@kernel
+def _pair_tiles(a, b, out, rows, cols, c, d, out2, rows2, cols2, first, last):
+    """Tiles first..last-1 of the list: out's (a @ b) tiles, then out2's (c @ d)."""
+    n = -(-out.shape[0] // rows) * -(-out.shape[1] // cols)
+    if first < n:
+        _tiles(a, b, out, rows, cols, first, min(last, n))
+    if last > n:
+        _tiles(c, d, out2, rows2, cols2, max(first, n) - n, last - n)
+
+
+@kernel(parallel=True)
+def _pair_tiles_ranges(a, b, out, rows, cols, c, d, out2, rows2, cols2, bounds):
+    for i in prange(bounds.size - 1):
+        _pair_tiles(a, b, out, rows, cols, c, d, out2, rows2, cols2, bounds[i], bounds[i + 1])
+
+
+def product_pair(a, b, c, d):
+    """(a @ b, c @ d) for two independent large products of about the same work (a layer's dx and
+    dW): their tiles in one list on course_lib's threads, each product in half as many tiles as
+    alone, so bigger ones (on 2 cores each product is one call, on a thread of its own)."""
+    if NUMPY_BLAS is None:
+        return matmul(a, b), matmul(c, d)
+    M, N, K = _checked_shape(a, b)
+    M2, N2, K2 = _checked_shape(c, d)
+    if min(M * N * K, M2 * N2 * K2) <= SMALL_PRODUCT:
+        return product(a, b), product(c, d)
+    rows, cols = tile_shape(M, N, K, max(1, MAX_TILES // 2))
+    rows2, cols2 = tile_shape(M2, N2, K2, max(1, MAX_TILES // 2))
+    out, out2 = np.empty((M, N), dtype=a.dtype), np.empty((M2, N2), dtype=c.dtype)
+    n = _count(M, N, rows, cols) + _count(M2, N2, rows2, cols2)
+    with blas_inline():
+        split_work(_pair_tiles, _pair_tiles_ranges, n, a, b, out, rows, cols, c, d, out2, rows2, cols2)
+    return out, out2
