@@ -1,10 +1,11 @@
 """Linear layer y = x @ W + b.
 
 Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O). The products are BLAS's, in tiles
-(_fast/products.py; the backward's two share one list of tiles); the bias (added by rows, summed by columns: _fast/reduce.py) too runs on
-several threads for large arrays. A small layer (every product one BLAS call, the bias under a
-thread's grain: all of the course model's) is one compiled call that does the same operations
-in the same order, so the same bytes: a call from Python costs more than such a layer's sums.
+(_fast/products.py; the backward's two share one list of tiles); the bias (added by rows, summed by
+columns: _fast/reduce.py) too runs on several threads for large arrays. A small layer (every
+product one BLAS call, the bias under a thread's grain: all of the course model's) is one compiled
+call that does the same operations in the same order, so the same bytes: a call from Python costs
+more than such a layer's sums.
 """
 import numpy as np
 from numba import prange
