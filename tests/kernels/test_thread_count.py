@@ -110,7 +110,7 @@ def test_a_products_tiles_are_wide_and_few(M, N, K, cores):
     rows and columns where the product has them (narrow tiles spend their time packing): a mid
     layer's (1024, 256) output has one for each of 16 cores. The tiles' product is the product."""
     rows, cols = products.tile_shape(M, N, K, cores)
-    count = -(-M // rows) * -(-N // cols)
+    count = products._count(M, N, rows, cols)
     want = min(cores, M * N * K // products.TILE_WORK)
     assert rows >= min(M, products.MIN_SIDE) and cols >= min(N, products.MIN_SIDE)
     narrowest = max(products._halve(rows), products._halve(cols)) < products.MIN_SIDE

@@ -47,6 +47,11 @@ def _halve(n):
     return -(-n // 2 // ALIGN) * ALIGN
 
 
+def _count(M, N, rows, cols):
+    """How many tiles of rows x cols cover an (M, N) output."""
+    return -(-M // rows) * -(-N // cols)
+
+
 @functools.lru_cache(maxsize=256)
 def tile_shape(M, N, K, max_tiles=MAX_TILES):
     """(rows, columns) of the tiles of an (M, K) @ (K, N) product: halve the longer side that
@@ -54,7 +59,7 @@ def tile_shape(M, N, K, max_tiles=MAX_TILES):
     the last halving may give up to twice as many). Depends on the shapes (and the machine) only."""
     want = min(max_tiles, M * N * K // TILE_WORK)
     rows, cols = M, N
-    while -(-M // rows) * -(-N // cols) < want:
+    while _count(M, N, rows, cols) < want:
         if cols >= rows and _halve(cols) >= MIN_SIDE:
             cols = _halve(cols)
         elif _halve(rows) >= MIN_SIDE:
@@ -93,10 +98,6 @@ def _checked_shape(a, b):
     return M, N, K
 
 
-def _count(M, N, rows, cols):
-    return -(-M // rows) * -(-N // cols)
-
-
 def product(a, b):
     """a (M, K) @ b (K, N) -> (M, N): small products in one BLAS call on this thread, larger ones
     in tiles on course_lib's threads."""
@@ -115,9 +116,8 @@ def product(a, b):
 
 
 @kernel
-def _pair_tiles(a, b, out, rows, cols, c, d, out2, rows2, cols2, first, last):
-    """Tiles first..last-1 of the list: out's (a @ b) tiles, then out2's (c @ d)."""
-    n = -(-out.shape[0] // rows) * -(-out.shape[1] // cols)
+def _pair_tiles(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, first, last):
+    """Tiles first..last-1 of the list: out's n tiles (a @ b), then out2's (c @ d)."""
     if first < n:
         _tiles(a, b, out, rows, cols, first, min(last, n))
     if last > n:
@@ -125,9 +125,9 @@ def _pair_tiles(a, b, out, rows, cols, c, d, out2, rows2, cols2, first, last):
 
 
 @kernel(parallel=True)
-def _pair_tiles_ranges(a, b, out, rows, cols, c, d, out2, rows2, cols2, bounds):
+def _pair_tiles_ranges(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, bounds):
     for i in prange(bounds.size - 1):
-        _pair_tiles(a, b, out, rows, cols, c, d, out2, rows2, cols2, bounds[i], bounds[i + 1])
+        _pair_tiles(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, bounds[i], bounds[i + 1])
 
 
 def product_pair(a, b, c, d):
@@ -140,10 +140,12 @@ def product_pair(a, b, c, d):
     M2, N2, K2 = _checked_shape(c, d)
     if min(M * N * K, M2 * N2 * K2) <= SMALL_PRODUCT:
         return product(a, b), product(c, d)
-    rows, cols = tile_shape(M, N, K, max(1, MAX_TILES // 2))
-    rows2, cols2 = tile_shape(M2, N2, K2, max(1, MAX_TILES // 2))
+    half = max(1, MAX_TILES // 2)
+    rows, cols = tile_shape(M, N, K, half)
+    rows2, cols2 = tile_shape(M2, N2, K2, half)
     out, out2 = np.empty((M, N), dtype=a.dtype), np.empty((M2, N2), dtype=c.dtype)
-    n = _count(M, N, rows, cols) + _count(M2, N2, rows2, cols2)
+    n = _count(M, N, rows, cols)
     with blas_inline():
-        split_work(_pair_tiles, _pair_tiles_ranges, n, a, b, out, rows, cols, c, d, out2, rows2, cols2)
+        split_work(_pair_tiles, _pair_tiles_ranges, n + _count(M2, N2, rows2, cols2),
+                   a, b, out, rows, cols, n, c, d, out2, rows2, cols2)
     return out, out2
