@@ -5,18 +5,20 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O). The products are BLAS's, i
 columns: _fast/reduce.py) too runs on several threads for large arrays. A small layer (every
 product one BLAS call, the bias under a thread's grain: all of the course model's) is one compiled
 call that does the same operations in the same order, so the same bytes: a call from Python costs
-more than such a layer's sums.
+more than such a layer's sums. Its backward's two products, each one BLAS call as before, run on
+two threads where allowed and worth a parallel loop's start (PAIR_GRAIN).
 """
 import numpy as np
 from numba import prange
 
 from ._fast.jit import kernel
-from ._fast.blas import check_same_dtype, matmul
+from ._fast.blas import check_same_dtype, matmul, matmul_into
 from ._fast.products import SMALL_PRODUCT, product, product_pair
 from ._fast.reduce import column_sums, sum_columns
-from ._fast.threads import blas_inline, split_work
+from ._fast.threads import blas_inline, get_num_threads, split_work
 
 GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
+PAIR_GRAIN = 1 << 20     # multiply-adds of a small layer's product from which it runs on a thread of its own
 
 
 @kernel
@@ -48,11 +50,30 @@ def _forward_whole(x, w, b):
 
 
 @kernel
+def _backward_pieces(dy, x, w, has_bias, dx, dw, db, first, last):
+    """Pieces first..last-1 of a small layer's backward: 0 is dx = dy @ W.T, 1 is dW = x.T @ dy
+    and db."""
+    for piece in range(first, last):
+        if piece == 0:
+            matmul_into(dy, w.T, dx)
+        else:
+            matmul_into(x.T, dy, dw)
+            if has_bias:
+                sum_columns(dy, None, db, None, 0, dy.shape[1])
+
+
+@kernel
 def _backward_whole(dy, x, w, has_bias):
+    dx, dw = np.empty(x.shape, dtype=dy.dtype), np.empty(w.shape, dtype=dy.dtype)
     db = np.zeros(dy.shape[1], dtype=dy.dtype)
-    if has_bias:
-        sum_columns(dy, None, db, None, 0, dy.shape[1])
-    return matmul(dy, w.T), matmul(x.T, dy), db
+    _backward_pieces(dy, x, w, has_bias, dx, dw, db, 0, 2)
+    return dx, dw, db
+
+
+@kernel(parallel=True)
+def _backward_pieces_ranges(dy, x, w, has_bias, dx, dw, db, bounds):
+    for i in prange(bounds.size - 1):
+        _backward_pieces(dy, x, w, has_bias, dx, dw, db, bounds[i], bounds[i + 1])
 
 
 def linear_forward(x, w, b):
@@ -81,7 +102,13 @@ def linear_backward(dy, x, w, has_bias):
     check_same_dtype("linear_backward", "dy", dy, "w", w)
     if _one_call(x, w) and dy.shape == (x.shape[0], w.shape[1]):
         with blas_inline():
-            return _backward_whole(dy, x, w, has_bias)
+            if dy.size * x.shape[1] < PAIR_GRAIN or get_num_threads() < 2:    # one thread: no Python between
+                return _backward_whole(dy, x, w, has_bias)
+            dx, dw = np.empty(x.shape, dtype=dy.dtype), np.empty(w.shape, dtype=dy.dtype)
+            db = np.zeros(dy.shape[1], dtype=dy.dtype)
+            split_work(_backward_pieces, _backward_pieces_ranges, 2, dy, x, w, has_bias, dx, dw, db,
+                       work=2 * dy.size * x.shape[1], grain=PAIR_GRAIN)
+        return dx, dw, db
     dx, dw = product_pair(dy, w.T, x.T, dy)
     db = column_sums(dy)[0] if has_bias else np.zeros(dy.shape[1], dtype=dy.dtype)
     return dx, dw, db

@@ -13,7 +13,7 @@ import pytest
 import course_lib as cl
 from course_lib import optim
 from course_lib.kernels import activations, cross_entropy, layernorm, linear, residual
-from course_lib.kernels._fast import blas, copy, products, reduce
+from course_lib.kernels._fast import blas, copy, products, reduce, threads
 from course_lib.kernels._fast.threads import blas_threads, get_num_threads
 
 pytestmark = pytest.mark.skipif(blas.NUMPY_BLAS is None, reason="on the fallback BLAS the products are "
@@ -53,6 +53,7 @@ def steps(cfg, threads, n_steps=2):
 def test_every_kernel_split_gives_the_same_bytes(monkeypatch, dtype, T):
     for module in GRAINS:
         monkeypatch.setattr(module, "GRAIN", 1)
+    monkeypatch.setattr(linear, "PAIR_GRAIN", 1)
     cfg = config(dtype, T)
     one = steps(cfg, 1)
     for n in THREADS[1:]:
@@ -99,6 +100,25 @@ def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch,
     with blas_threads(3):
         split = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
     assert [a.tobytes() for a in whole] == [a.tobytes() for a in split]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_small_layers_backward_runs_its_two_products_on_two_threads(monkeypatch, dtype):
+    """The course model's feed-forward layer (256, 64) @ (64, 256): dx and dW one BLAS call each,
+    on two threads where two are allowed, the bytes of one thread; a layer under PAIR_GRAIN on one."""
+    rng = np.random.default_rng(0)
+    x, w, dy = (rng.standard_normal(s).astype(dtype) for s in ((256, 64), (64, 256), (256, 256)))
+    assert linear._one_call(x, w)
+    used = []
+    monkeypatch.setattr(threads, "observer", used.append)
+    with blas_threads(1):
+        alone = linear.linear_backward(dy, x, w, True)
+    with blas_threads(2):
+        pair = linear.linear_backward(dy, x, w, True)
+        linear.linear_backward(dy[:, :4], x, w[:, :4], True)       # 64 x 1024 multiply-adds: one thread
+    assert used == [2]
+    assert [a.tobytes() for a in alone] == [a.tobytes() for a in pair]
+    assert np.allclose(pair[0], dy @ w.T) and np.allclose(pair[1], x.T @ dy) and np.allclose(pair[2], dy.sum(0))
 
 
 @pytest.mark.parametrize("cores", [1, 2, 8, 16])
