@@ -5,17 +5,18 @@ Shapes: x (N, I), W (I, O), b (O,) or None, y (N, O). The products are BLAS's, i
 columns: _fast/reduce.py) too runs on several threads for large arrays. A small layer (every
 product one BLAS call, the bias under a thread's grain: all of the course model's) is one compiled
 call that does the same operations in the same order, so the same bytes: a call from Python costs
-more than such a layer's sums. Its backward's two products, each one BLAS call as before, run on
-two threads where allowed and worth a parallel loop's start (PAIR_GRAIN).
+more than such a layer's sums. Its backward's two products, each one BLAS call, run on two threads
+where two are allowed, each is worth a parallel loop's start (PAIR_GRAIN) and that start is quick
+(_pair_pays): the same calls, so the same bytes.
 """
 import numpy as np
 from numba import prange
 
 from ._fast.jit import kernel
-from ._fast.blas import check_same_dtype, matmul, matmul_into
+from ._fast.blas import NUMPY_BLAS, check_same_dtype, matmul, matmul_into
 from ._fast.products import SMALL_PRODUCT, product, product_pair
 from ._fast.reduce import column_sums, sum_columns
-from ._fast.threads import blas_inline, get_num_threads, split_work
+from ._fast.threads import blas_inline, get_num_threads, split_work, threads_spin
 
 GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
 PAIR_GRAIN = 1 << 20     # multiply-adds of a small layer's product from which it runs on a thread of its own
@@ -76,6 +77,13 @@ def _backward_pieces_ranges(dy, x, w, has_bias, dx, dw, db, bounds):
         _backward_pieces(dy, x, w, has_bias, dx, dw, db, bounds[i], bounds[i + 1])
 
 
+def _pair_pays():
+    """Whether a small layer's two products pay for a parallel loop's start: where each runs in
+    the thread that calls it (NumPy's BLAS, blas_inline) and Numba's threads spin. On the
+    workqueue layer the course model's step took 1.6x the time with the pair (2 cores, 2026-11-29)."""
+    return NUMPY_BLAS is not None and threads_spin()
+
+
 def linear_forward(x, w, b):
     """y = x @ W (+ b). x (N, I), w (I, O), b (O,) or None -> y (N, O).
 
@@ -102,8 +110,8 @@ def linear_backward(dy, x, w, has_bias):
     check_same_dtype("linear_backward", "dy", dy, "w", w)
     if _one_call(x, w) and dy.shape == (x.shape[0], w.shape[1]):
         with blas_inline():
-            if dy.size * x.shape[1] < PAIR_GRAIN or get_num_threads() < 2:    # one thread: no Python between
-                return _backward_whole(dy, x, w, has_bias)
+            if dy.size * x.shape[1] < PAIR_GRAIN or get_num_threads() < 2 or not _pair_pays():
+                return _backward_whole(dy, x, w, has_bias)      # one thread: no Python between
             dx, dw = np.empty(x.shape, dtype=dy.dtype), np.empty(w.shape, dtype=dy.dtype)
             db = np.zeros(dy.shape[1], dtype=dy.dtype)
             split_work(_backward_pieces, _backward_pieces_ranges, 2, dy, x, w, has_bias, dx, dw, db,
