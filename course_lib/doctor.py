@@ -127,7 +127,7 @@ def check_blas() -> Check:
     import os
 
     from .kernels._fast.blas import FALLBACK_ENV, NUMPY_BLAS, NUMPY_BLAS_CONTROLLER
-    from .kernels._fast.threads import blas_thread_count, get_num_threads
+    from .kernels._fast.threads import blas_thread_count, get_num_threads, threading_layer
 
     lib = NUMPY_BLAS_CONTROLLER
     if lib is None:
@@ -141,7 +141,8 @@ def check_blas() -> Check:
     else:
         kernels = "the kernels call Numba's a @ b (this NumPy build has no CBLAS of its own)"
     return Check(True, f"BLAS: NumPy uses {numpy_blas} with {count(blas_thread_count(), 'thread')}; {kernels}; "
-                       f"the kernels' own loops use up to {count(get_num_threads(), 'thread')}; "
+                       f"the kernels' own loops use up to {count(get_num_threads(), 'thread')} "
+                       f"(Numba's {threading_layer() or 'unknown'} threading layer); "
                        f"training small models uses 1 thread")
 
 

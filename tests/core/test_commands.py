@@ -149,3 +149,4 @@ def test_gradescope_and_doctor_counts_agree_with_their_nouns(tmp_path):
     with threadpool_limits(1):
         text = doctor.check_blas().text
     assert " with 1 thread;" in text and "1 threads" not in text, text
+    assert re.search(r"\(Numba's (omp|tbb|workqueue) threading layer\)", text), text

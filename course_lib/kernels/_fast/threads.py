@@ -189,24 +189,30 @@ def _bounds(n, k, align):
     return np.array([0] + inner + [n], dtype=np.int64)
 
 
-_spinning = None
+_layer = None       # Numba's threading layer, once found out
 
 
-def threads_spin():
-    """Whether Numba's threads wait for work spinning (OpenMP, TBB: a parallel loop starts in about
-    4 us) rather than asleep (the workqueue, macOS's layer: 90-150 us to wake them on a 2-core cloud
-    machine, 2026-11-29). Finding out starts Numba's threads, as a first parallel loop does; a
-    forked child is told no (it runs on one thread: split_work)."""
-    global _spinning
-    if _spinning is None and os.getpid() == _parent:
+def threading_layer():
+    """Numba's threading layer: "omp", "tbb" or "workqueue" ("" in a forked child, which runs on
+    one thread, or where it cannot be found). Finding out starts Numba's threads, as a first
+    parallel loop does."""
+    global _layer
+    if _layer is None and os.getpid() == _parent:
         import numba
         try:
             from numba.np.ufunc import parallel
             parallel._launch_threads()      # what Numba's first parallel loop calls; not public API
-            _spinning = numba.threading_layer() in ("omp", "tbb")
+            _layer = numba.threading_layer()
         except Exception:                   # (a Numba that moved it)
-            _spinning = False
-    return bool(_spinning) and os.getpid() == _parent
+            _layer = ""
+    return _layer if os.getpid() == _parent else ""
+
+
+def threads_spin():
+    """Whether Numba's threads wait for work spinning (OpenMP, TBB: a parallel loop starts in about
+    4 us) rather than asleep (the workqueue, usually macOS's: 90-150 us to wake them on a 2-core cloud
+    machine, 2026-11-29)."""
+    return threading_layer() in ("omp", "tbb")
 
 
 def split_work(rows, ranges, n, *args, work=None, grain=1, align=1):
