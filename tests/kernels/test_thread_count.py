@@ -123,7 +123,7 @@ def test_a_small_layers_backward_runs_its_two_products_on_two_threads(monkeypatc
 
 
 def test_where_numbas_threads_sleep_a_small_layers_backward_stays_on_one_thread():
-    """On the workqueue layer (macOS's) waking a thread costs more than the course model's products:
+    """On the workqueue layer (usually macOS's) waking a thread costs more than the course model's products:
     the pair above runs on the calling thread."""
     code = ("import numpy as np\n"
             "from course_lib.kernels import linear\n"
