@@ -123,8 +123,8 @@ def test_a_small_layers_backward_runs_its_two_products_on_two_threads(monkeypatc
 
 
 def test_where_numbas_threads_sleep_a_small_layers_backward_stays_on_one_thread():
-    """On the workqueue layer (usually macOS's) waking a thread costs more than the course model's products:
-    the pair above runs on the calling thread."""
+    """On the workqueue layer (usually macOS's) waking a thread costs more than the course model's
+    products: the pair above runs on the calling thread."""
     code = ("import numpy as np\n"
             "from course_lib.kernels import linear\n"
             "from course_lib.kernels._fast import threads\n"
@@ -210,5 +210,5 @@ def test_a_products_grid_is_the_machines_not_the_processes():
     grid gives other bytes."""
     env = dict(os.environ, OPENBLAS_CORETYPE="Haswell")
     run = subprocess.run([sys.executable, "-c", GRID_CHECK], env=env, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=time_limit(120))
     assert run.stdout.split() == ["True", "True", "False"], run.stderr
