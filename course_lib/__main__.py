@@ -10,12 +10,9 @@
 import argparse
 import sys
 
-from . import doctor, train, train_command
-from .instructor import command as grade_command
-from .instructor.grade import GradeError
-from .text import command as text_command
-from .text.data import TextError
-from .yours import command as yours_command, scratch as yours_scratch
+# doctor first, and alone: its verdict on the Python version and the packages must run where NumPy
+# is missing or cannot install. The other commands' modules (NumPy, Numba) load in main().
+from . import doctor
 
 
 # One convention for every command's exit status; each --help ends with its own line of it.
@@ -41,6 +38,10 @@ def exit_status(command=None):
             f"2 bad input ({bad}), 130 interrupted (Ctrl-C)")
 
 
+DOCTOR_DESCRIPTION = ("Check Python, package versions, Numba and its cache, BLAS, widgets and a course-model "
+                      "step; print the fix for each problem.")
+
+
 class OneLineErrors(argparse.ArgumentParser):
     """A command's argument errors in one line: the usage is one --help away."""
 
@@ -49,6 +50,11 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def build_parser():
+    from . import train_command
+    from .instructor import command as grade_command
+    from .text import command as text_command
+    from .yours import command as yours_command
+
     parser = OneLineErrors(prog="python -m course_lib", description="course_lib commands", epilog=exit_status())
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
 
@@ -76,9 +82,7 @@ def build_parser():
                     "their functions into the model (course_lib's stand in for what is not done), compare its "
                     "float64 loss and gradients with course_lib's, and with --train train it with their loop.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-    add("doctor", help="check that this environment can run the course",
-        description="Check Python, package versions, Numba and its cache, BLAS, widgets and a "
-                    "course-model step; print the fix for each problem.")
+    add("doctor", help="check that this environment can run the course", description=DOCTOR_DESCRIPTION)
     return parser
 
 
@@ -99,10 +103,28 @@ def _one_line(run, args, bad_input=(), failed=(), interrupted="interrupted"):
         return 130
 
 
+def doctor_parser():
+    """`doctor`'s own parser, which needs nothing beyond the standard library."""
+    return OneLineErrors(prog="python -m course_lib doctor", epilog=exit_status("doctor"),
+                         description=DOCTOR_DESCRIPTION)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["doctor"]:
+        doctor_parser().parse_args(argv[1:])
+        return _one_line(lambda _: doctor.run(), None)
+    try:
+        from . import train, train_command
+        from .instructor import command as grade_command
+        from .instructor.grade import GradeError
+        from .text import command as text_command
+        from .text.data import TextError
+        from .yours import command as yours_command, scratch as yours_scratch
+    except ImportError as err:   # an install that failed: doctor says why, in one line each
+        print(f"error: {err}: run `python -m course_lib doctor`", file=sys.stderr)
+        return 1
     args = build_parser().parse_args(argv)
-    if args.command == "doctor":
-        return _one_line(lambda _: doctor.run(), args)
     if args.command == "grade":       # a bad request; a report that cannot be written after grading
         return _one_line(grade_command.command, args, bad_input=(GradeError,), failed=(OSError,),
                          interrupted="interrupted: no report written")

@@ -22,7 +22,13 @@ from ._words import count
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REQUIREMENTS = PACKAGE_DIR.parent / "requirements.txt"
-TESTED_PYTHON = (3, 11)
+# The supported range, as pyproject.toml's requires-python says; CI runs the first and the second.
+OLDEST, NEWEST = (3, 11), (3, 15)
+CI_PYTHONS = ((3, 11), (3, 13))
+# (platform.system(), platform.machine()) of the platforms every pinned package has wheels for.
+PLATFORMS = {("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "arm64"), ("Windows", "AMD64")}
+INSTALL_PYTHON = ("install Python 3.13 (python.org, or your system's packages), then make a new environment "
+                  "with it: book/setup.md, Install")
 
 
 @dataclass
@@ -39,39 +45,91 @@ def _version(name: str) -> str | None:
         return None
 
 
-def check_python() -> Check:
-    version = platform.python_version()
-    if sys.version_info < (3, 10):
-        return Check(False, f"Python {version}: the course needs 3.10 or newer",
-                     "install Python 3.11 and make a new environment with it (see Setup)")
-    tested = "" if sys.version_info[:2] == TESTED_PYTHON else " (the course is tested with 3.11)"
-    return Check(True, f"Python {version}{tested} on {platform.system()} {platform.machine()}")
+def _dotted(version) -> str:
+    return ".".join(map(str, version))
+
+
+def check_python(version=None, system=None, machine=None) -> Check:
+    """The Python version and the platform (this interpreter's unless given): the standard library
+    only, so that it answers where the packages are missing or cannot install."""
+    version = tuple(version or sys.version_info[:3])
+    system, machine = system or platform.system(), machine or platform.machine()
+    where = f"Python {_dotted(version)} on {system} {machine}"
+    supported = f"the course runs on Python {_dotted(OLDEST)} to {_dotted(NEWEST)}"
+    if version[:2] < OLDEST:
+        return Check(False, f"{where}: too old, {supported}", INSTALL_PYTHON)
+    if version[:2] > NEWEST:
+        return Check(False, f"{where}: newer than the course supports ({supported}; its packages may have no "
+                            f"wheels for {_dotted(version[:2])} yet)", INSTALL_PYTHON)
+    if (system, machine) == ("Darwin", "x86_64"):
+        return Check(False, f"{where}: Intel Macs are not supported (Numba has no macOS x86-64 wheels since "
+                            f"0.63); on an Apple Silicon Mac this is an x86-64 Python under Rosetta",
+                     "on Apple Silicon, install the arm64 Python from python.org; on an Intel Mac, use a Linux "
+                     "container or virtual machine (book/setup.md, Platforms)")
+    tested = "" if version[:2] in CI_PYTHONS else (
+        f" (CI tests {' and '.join(_dotted(v) for v in CI_PYTHONS)}; {supported})")
+    untested = "" if (system, machine) in PLATFORMS else " (a platform the course is not tested on: see Setup)"
+    return Check(True, f"{where}{tested}{untested}")
 
 
 def read_pins(path: Path) -> dict[str, str]:
-    """name -> version of the `name==version` lines of a requirements file."""
+    """name -> version of the `name==version` lines of a requirements file whose environment marker
+    (`numpy==2.5.5 ; python_full_version >= '3.12'`) holds for this interpreter; names normalised
+    as pip does (PyYAML -> pyyaml)."""
+    from packaging.markers import Marker
+    from packaging.utils import canonicalize_name
+
     pins = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#")[0].strip()
-        if "==" in line and not line.startswith("-"):
-            name, version = line.split("==", 1)
-            pins[name.strip()] = version.strip()
+        requirement, _, marker = line.partition(";")
+        if "==" in requirement and not line.startswith("-") and (not marker.strip() or Marker(marker).evaluate()):
+            name, version = requirement.split("==", 1)
+            pins[canonicalize_name(name.strip())] = version.strip()
     return pins
 
 
+def direct_dependencies() -> dict[str, str]:
+    """name -> what it is for ("" for the course itself, else the extra: lab, book, test), as
+    pyproject.toml lists them: from course_lib's installed metadata, or the file beside the package
+    where course_lib is imported from a folder without being installed."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        listed = [Requirement(text) for text in metadata.requires("course_lib") or []]
+    except metadata.PackageNotFoundError:
+        import tomllib
+        project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        listed = [Requirement(text) for text in project["dependencies"]]
+        listed += [Requirement(f"{text}; extra == '{extra}'") for extra, texts in
+                   project.get("optional-dependencies", {}).items() for text in texts]
+    found = {}
+    for requirement in listed:
+        marker = str(requirement.marker or "")
+        extra = marker.split("extra ==")[-1].strip(" '\"") if "extra ==" in marker else ""
+        found.setdefault(canonicalize_name(requirement.name), extra)
+    return found
+
+
 def check_versions(requirements: Path | None = None) -> list[Check]:
-    """Installed versions against the pins; a missing tool (book, tests) is only noted."""
+    """Installed versions of the direct dependencies against the lock; a missing tool (book, tests,
+    JupyterLab) is only noted."""
     path = Path(requirements) if requirements else REQUIREMENTS
     if not path.is_file():
         return [Check(None, "package versions not compared: course_lib is installed without the "
                             "repository (no requirements.txt beside it)")]
-    runtime = {r.split(";")[0].strip().lower() for r in (metadata.requires("course_lib") or [])}
+    try:
+        pins, direct = read_pins(path), direct_dependencies()
+    except ImportError:   # packaging comes with pip's dependencies of the course: the install failed
+        return [Check(False, "packages missing: packaging, and most likely the rest",
+                      f"pip install -r {path}")]
     wrong, missing, tools = [], [], []
-    for name, wanted in read_pins(path).items():
-        have = _version(name)
+    for name, extra in direct.items():
+        have, wanted = _version(name), pins.get(name)
         if have is None:
-            (missing if name.lower() in runtime else tools).append(name)
-        elif have != wanted:
+            (tools if extra else missing).append(name)
+        elif wanted is not None and have != wanted:
             wrong.append(f"{name} {have} (requirements.txt: {wanted})")
     checks = []
     if wrong or missing:
@@ -81,7 +139,7 @@ def check_versions(requirements: Path | None = None) -> list[Check]:
     else:
         checks.append(Check(True, f"installed versions match {path.name}"))
     if tools:
-        checks.append(Check(None, "not installed, needed only to build the book or run the tests: "
+        checks.append(Check(None, "not installed, needed only for JupyterLab, the book or the tests: "
                                   + ", ".join(tools)))
     return checks
 
@@ -203,7 +261,10 @@ def check_model() -> list[Check]:
 
 
 def run(requirements: Path | None = None, out=None) -> int:
-    """Print one line per check (and the fix under each ✗); 1 when something is broken, else 0."""
+    """Print one line per check (and the fix under each ✗); 1 when something is broken, else 0.
+
+    A Python older than the course's, or packages the course needs that are missing, end the
+    checks there: the rest would only fail for the same reason."""
     out = out or sys.stdout
     checks = [("Python", check_python), ("package versions", lambda: check_versions(requirements)),
               ("Numba", check_numba), ("Numba's cache", check_cache), ("BLAS", check_blas),
@@ -219,6 +280,19 @@ def run(requirements: Path | None = None, out=None) -> int:
             if c.ok is False:
                 broken += 1
                 print(f"    fix: {c.fix}", file=out)
+        if _ends_the_checks(name, found):
+            print(f"– the other checks not run: they need {'that Python' if name == 'Python' else 'those packages'}",
+                  file=out)
+            break
     print("everything the course needs works" if not broken else
           f"{broken} problem{'s' if broken > 1 else ''}: see the fix under each ✗", file=out)
     return 1 if broken else 0
+
+
+def _ends_the_checks(name, found) -> bool:
+    """After a too-old Python, or missing packages of the course itself, nothing else can run."""
+    if name == "Python":
+        return found.ok is False and "too old" in found.text
+    if name == "package versions":
+        return any(c.ok is False and ("not installed" in c.text or "missing" in c.text) for c in found)
+    return False
