@@ -11,7 +11,9 @@ execution counts are 1, 2, 3, ...). What is stored is only what a reader needs:
 - a finished progress bar (tqdm's widget) as its last line of text, not as the nine widget
   models behind it (about 9 KB of state, for a bar that no longer moves);
 - every cell holding a solution (`### BEGIN SOLUTION`) tagged `hide-input`, so that the
-  book shows it folded.
+  book shows it folded;
+- not the lines that say the kernels are compiling (kernels/_fast/jit.py): whether it appears
+  depends on Numba's cache, not on the notebook.
 
 A notebook that raises is not written: the error names the cell, the file keeps its last
 good run.
@@ -91,6 +93,22 @@ def _progress_bars_as_text(nb) -> None:
         del nb.metadata["widgets"]
 
 
+def _drop_compile_notice(nb) -> None:
+    """Remove the compile lines from the stderr outputs (and a stderr output it leaves empty)."""
+    from ..kernels._fast.jit import FIRST_COMPILE, MORE_COMPILE
+    for cell in nb.cells:
+        kept = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                for line in (FIRST_COMPILE, MORE_COMPILE):
+                    out["text"] = out["text"].replace(line + "\n", "")
+                if not out["text"]:
+                    continue
+            kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+
+
 def execute(path, timeout=600):
     """Execute the notebook at `path` in a fresh kernel and write it back executed."""
     path = Path(path)
@@ -105,6 +123,7 @@ def execute(path, timeout=600):
             cell.metadata["tags"] = [*tags, "hide-input"]
     _drop_image_frames(nb)
     _progress_bars_as_text(nb)
+    _drop_compile_notice(nb)
     write_atomic(path, lambda f: f.write(nbformat.writes(nb).encode("utf-8")))
     return nb
 

@@ -14,6 +14,8 @@ switch is LLVM's own option, set only while a kernel compiles, so other Numba co
 in the process is compiled as usual.
 """
 import os
+import sys
+import time
 
 import llvmlite.binding as llvm
 from numba import config as numba_config
@@ -22,6 +24,36 @@ from numba.core.compiler import Compiler
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 CACHE = True    # blas.py turns it off where the fallback BLAS cannot write a cache of its own
+
+
+# Said when Numba compiles a kernel instead of loading it from its cache (this compiler runs only
+# on a cache miss): on a fresh install the first notebook's first cells spend ~10-20 s compiling,
+# which would otherwise look like a cell that hangs. Once for the first kernel of a process, then
+# once in each later cell that compiles (float64 kernels, say), or outside Jupyter after PAUSE
+# seconds without compiling. On stderr, which nbval does not compare; instructor/execute.py keeps
+# the lines out of the stored notebooks.
+FIRST_COMPILE = ("course_lib: compiling its kernels for this processor, once (Numba keeps them in its cache "
+                 "for every later session): about 20 s in all, spread over the first cells that use them")
+MORE_COMPILE = "course_lib: compiling more of its kernels, once (kept in Numba's cache)"
+PAUSE = 2.0     # seconds
+_said = {"cell": None, "ended": None}    # where the last line was said; when the last compile ended
+
+
+def _jupyter_cell():
+    """The running cell's execution count in IPython or Jupyter, else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "execution_count", None)
+
+
+def announce_compile():
+    """One line on stderr as a compile starts: the first in the process, the first of a cell, or
+    (outside Jupyter) the first after a pause."""
+    cell, ended = _jupyter_cell(), _said["ended"]
+    new = cell != _said["cell"] if cell is not None else ended is None or time.monotonic() - ended > PAUSE
+    if ended is None or new:
+        print(FIRST_COMPILE if ended is None else MORE_COMPILE, file=sys.stderr, flush=True)
+    _said["cell"] = cell
 
 
 class _NoInterleaveCompiler(Compiler):
@@ -33,6 +65,7 @@ class _NoInterleaveCompiler(Compiler):
 
     def _compile_core(self):
         if _NoInterleaveCompiler._depth == 0:
+            announce_compile()
             llvm.set_option("", "-force-vector-interleave=1")
         _NoInterleaveCompiler._depth += 1
         try:
@@ -41,6 +74,7 @@ class _NoInterleaveCompiler(Compiler):
             _NoInterleaveCompiler._depth -= 1
             if _NoInterleaveCompiler._depth == 0:
                 llvm.set_option("", "-force-vector-interleave=0")
+                _said["ended"] = time.monotonic()
 
 
 def kernel(fn=None, *, in_order=False, parallel=False):
