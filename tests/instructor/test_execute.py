@@ -52,3 +52,12 @@ def test_a_notebook_that_raises_is_not_written(tmp_path, capsys):
     before = path.read_bytes()
     assert main([str(path)]) == 1
     assert path.read_bytes() == before and "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_the_kernels_compile_lines_are_not_stored(tmp_path):
+    """Whether they appear depends on Numba's cache, not on the notebook (kernels/_fast/jit.py)."""
+    said = "from course_lib.kernels._fast import jit\njit.announce_compile()\n"
+    nb = _run(tmp_path, said, said + "import sys\nprint('a warning', file=sys.stderr)")
+    assert nb.cells[0].outputs == []
+    [kept] = nb.cells[1].outputs
+    assert kept["name"] == "stderr" and kept["text"] == "a warning\n"
