@@ -2,11 +2,12 @@
 
     ✓ fine    ✗ broken, with the fix on the next line    – not checked, and why
 
-Checks: the Python version and the platform; installed versions against requirements.txt
-(when the repository is there); Numba compiles, and can write its cache; which BLAS NumPy and
-the kernels use, with how many threads; what limits learners' code when `yours` and `grade`
-run it; the widget front end; a course-model step, its float64 gradient check, and how long
-a step takes. Exit status 1 when any check is ✗.
+Checks: the Python version and the platform (first, with the standard library alone, so that
+it answers where the packages did not install); the direct dependencies' installed versions
+against the lock, requirements.txt (when the repository is there); Numba compiles, and can
+write its cache; which BLAS NumPy and the kernels use, with how many threads; what limits
+learners' code when `yours` and `grade` run it; the widget front end; a course-model step, its
+float64 gradient check, and how long a step takes. Exit status 1 when any check is ✗.
 """
 from __future__ import annotations
 
@@ -64,8 +65,8 @@ def check_python(version=None, system=None, machine=None) -> Check:
     if (system, machine) == ("Darwin", "x86_64"):
         return Check(False, f"{where}: Intel Macs are not supported (Numba has no macOS x86-64 wheels since "
                             f"0.63); on an Apple Silicon Mac this is an x86-64 Python under Rosetta",
-                     "on Apple Silicon, install the arm64 Python from python.org; on an Intel Mac, use a Linux "
-                     "container or virtual machine (book/setup.md, Platforms)")
+                     "on Apple Silicon, use python.org's Python (universal2) or Homebrew's, natively, not under "
+                     "Rosetta; on an Intel Mac, a Linux container or virtual machine (book/setup.md, Platforms)")
     tested = "" if version[:2] in CI_PYTHONS else (
         f" (CI tests {' and '.join(_dotted(v) for v in CI_PYTHONS)}; {supported})")
     untested = "" if (system, machine) in PLATFORMS else " (a platform the course is not tested on: see Setup)"
