@@ -1,6 +1,6 @@
 """Does every package of requirements.txt install from a wheel on each supported platform and Python?
 
-    python .ci/wheel_matrix.py [--pythons 3.11 3.15] [--platforms linux-x86_64 ...]
+    python .ci/wheel_matrix.py [--pythons 3.11 3.15] [--platforms linux-x86_64 ...] [--lock FILE]
 
 For each target, the lock's lines whose environment markers hold there (evaluated for that
 target, not for this interpreter, which is what pip's --platform alone would do) go to
@@ -39,22 +39,22 @@ PYTHONS = ["3.11", "3.12", "3.13", "3.14", "3.15"]
 SUPPORTED = ["linux-x86_64", "linux-aarch64", "macos-arm64", "windows-amd64"]
 
 
-def pins_for(environment: dict) -> list[str]:
+def pins_for(environment: dict, lock: Path = LOCK) -> list[str]:
     """The lock's `name==version` requirements whose marker holds in `environment`."""
     pins = []
-    for line in LOCK.read_text(encoding="utf-8").splitlines():
+    for line in lock.read_text(encoding="utf-8").splitlines():
         requirement, _, marker = line.split("#")[0].strip().partition(";")
         if "==" in requirement and (not marker.strip() or Marker(marker).evaluate(environment)):
             pins.append(requirement.strip())
     return pins
 
 
-def missing_wheels(platform: str, python: str) -> list[str]:
+def missing_wheels(platform: str, python: str, lock: Path = LOCK) -> list[str]:
     """The pins that pip finds no wheel for on this target (empty when every one has one)."""
     tags, machine = PLATFORMS[platform]
     environment = {**machine, "python_version": python, "python_full_version": f"{python}.0",
                    "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    pins = pins_for(environment)
+    pins = pins_for(environment, lock)
     flags = [f"--platform={tag}" for tag in tags]
     with tempfile.TemporaryDirectory() as target:
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps",
@@ -71,13 +71,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pythons", nargs="+", default=PYTHONS)
     parser.add_argument("--platforms", nargs="+", default=SUPPORTED, choices=list(PLATFORMS))
+    parser.add_argument("--lock", type=Path, default=LOCK, help="the requirements file to check")
     args = parser.parse_args(argv)
     failed = 0
     print(f"| platform | {' | '.join(args.pythons)} |\n|---|{'---|' * len(args.pythons)}", flush=True)
     for platform in args.platforms:
         cells = []
         for python in args.pythons:
-            missing = missing_wheels(platform, python)
+            missing = missing_wheels(platform, python, args.lock)
             failed += bool(missing)
             cells.append("ok" if not missing else "fails: " + "; ".join(missing)[:200])
         print(f"| {platform} | {' | '.join(cells)} |", flush=True)

@@ -177,6 +177,14 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
                                               f"{str(err)[:300]})")
 
 
+def _writable_rows(*args) -> list[dict]:
+    """grade_notebook's rows with every text made writable in UTF-8: a learner's exception message,
+    or a file name, may hold a lone surrogate ('\\udcff'), which the report's writer, print and
+    Gradescope's results.json would refuse. It becomes its escape, as text."""
+    return [{key: value.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(value, str) else value
+             for key, value in row.items()} for row in grade_notebook(*args)]
+
+
 def default_jobs() -> int:
     """The cores this process may use."""
     try:
@@ -208,7 +216,7 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
 
 
 def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads):
-    futures = {pool.submit(grade_notebook, learner, nb, timeout, memory, user, expected.get(nb.name), threads): i
+    futures = {pool.submit(_writable_rows, learner, nb, timeout, memory, user, expected.get(nb.name), threads): i
                for i, (learner, nb) in enumerate(todo)}
     try:
         for future in as_completed(futures):

@@ -107,6 +107,9 @@ ATTACKS = {
                     "def my_encode(text):\n    return [0]\n"),
     "unreadable_return": ("Exercise 1.2",
                           "def my_answer(op, args):\n    return np.array([object()])\n"),
+    # 6. end the class's report: a lone surrogate, which a strict UTF-8 writer refuses, in a message
+    "surrogate_message": ("Exercise 1.2",
+                          "def my_answer(op, args):\n    raise ValueError('the report ends here \\udcff')\n"),
 }
 
 
@@ -240,6 +243,17 @@ def test_the_honest_learner_the_report_and_the_class_are_untouched(attacked):
     assert report.read_text() == "the instructor's report"
     left = [p for p in psutil.process_iter(["cmdline"]) if MARKER in " ".join(p.info["cmdline"] or [])]
     assert not left
+
+
+def test_any_text_a_learner_makes_is_written_to_the_report(attacked, tmp_path):
+    """Under --user the report was written by the command itself (_grade_with); here, too, by the
+    writer the command uses."""
+    _, rows, *_ = attacked
+    row = by_exercise(rows, "surrogate_message")["Exercise 1.2"]
+    assert row["status"] == "failed" and "the report ends here \\udcff" in row["message"], row
+    grade.write_csv(rows, tmp_path / "report.csv")
+    with open(tmp_path / "report.csv", newline="", encoding="utf-8") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
 
 
 def test_a_learner_who_stops_the_grader_costs_only_their_own_notebook(tmp_path, monkeypatch):

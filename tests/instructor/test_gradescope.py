@@ -165,6 +165,16 @@ def test_a_wrong_answer_and_a_library_call(layout, bundle, python):
     assert "0 points" in tests["Exercise 1.5"]["output"]
 
 
+def test_a_message_no_strict_utf8_writer_takes_is_graded_like_any_other(layout, bundle, python):
+    """A lone surrogate in the learner's exception (test_attacks.py's surrogate_message)."""
+    nb = small_notebook()
+    solution_cell(nb, "Exercise 1.2").source = "def my_answer(op, args):\n    raise ValueError('ends here \\udcff')\n"
+    results, _ = run_autograder(layout, bundle, python, "surrogate", {"01_tokens_and_task.ipynb": nb})
+    assert_valid(results)
+    tests = {t["name"].split(":")[0]: t for t in results["tests"]}
+    assert results["score"] == 3.0 and "ends here \\udcff" in tests["Exercise 1.2"]["output"]
+
+
 HOSTILE = """\
 import json, os, pathlib
 root = pathlib.Path(ROOT)        # /autograder on Gradescope: a learner may know it
