@@ -75,7 +75,7 @@ def check_python(version=None, system=None, machine=None) -> Check:
 
 def read_pins(path: Path) -> dict[str, str]:
     """name -> version of the `name==version` lines of a requirements file whose environment marker
-    (`numpy==2.5.5 ; python_full_version >= '3.12'`) holds for this interpreter; names normalised
+    (`numpy==2.5.5 ; python_full_version >= '3.15'`) holds for this interpreter; names normalised
     as pip does (PyYAML -> pyyaml)."""
     from packaging.markers import Marker
     from packaging.utils import canonicalize_name

@@ -12,7 +12,7 @@ execution counts are 1, 2, 3, ...). What is stored is only what a reader needs:
   models behind it (about 9 KB of state, for a bar that no longer moves);
 - every cell holding a solution (`### BEGIN SOLUTION`) tagged `hide-input`, so that the
   book shows it folded;
-- not the lines that say the kernels are compiling (kernels/_fast/jit.py): whether it appears
+- not the lines that say the kernels are compiling (kernels/_fast/jit.py): whether they appear
   depends on Numba's cache, not on the notebook.
 
 A notebook that raises is not written: the error names the cell, the file keeps its last

@@ -48,8 +48,8 @@ def _imported_packages():
 
 
 def test_every_package_course_lib_imports_is_a_dependency_of_its_own():
-    """Outside the standard library, each import is a listed dependency or one of theirs: torch
-    (tests/core/test_torch.py's reference) and what the environment offers as optional are named."""
+    """Outside the standard library, each import is a listed dependency or one of theirs; torch,
+    the tests' reference (torch_reference.py, imported where PyTorch is installed), aside."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     listed = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     needed = set(listed)
