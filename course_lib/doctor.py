@@ -37,6 +37,7 @@ class Check:
     ok: bool | None     # True ✓, False ✗ (broken), None – (not applicable)
     text: str
     fix: str = ""
+    ends: str = ""      # what the later checks need and this one found missing: they are not run
 
 
 def _version(name: str) -> str | None:
@@ -58,7 +59,7 @@ def check_python(version=None, system=None, machine=None) -> Check:
     where = f"Python {_dotted(version)} on {system} {machine}"
     supported = f"the course runs on Python {_dotted(OLDEST)} to {_dotted(NEWEST)}"
     if version[:2] < OLDEST:
-        return Check(False, f"{where}: too old, {supported}", INSTALL_PYTHON)
+        return Check(False, f"{where}: too old, {supported}", INSTALL_PYTHON, ends="that Python")
     if version[:2] > NEWEST:
         return Check(False, f"{where}: newer than the course supports ({supported}; its packages may have no "
                             f"wheels for {_dotted(version[:2])} yet)", INSTALL_PYTHON)
@@ -98,17 +99,18 @@ def direct_dependencies() -> dict[str, str]:
     from packaging.utils import canonicalize_name
 
     try:
-        listed = [Requirement(text) for text in metadata.requires("course_lib") or []]
+        listed = []
+        for requirement in map(Requirement, metadata.requires("course_lib") or []):
+            marker = str(requirement.marker or "")      # an extra's: 'extra == "book"'
+            listed.append((requirement, marker.split("extra ==")[-1].strip(" '\"") if "extra ==" in marker else ""))
     except metadata.PackageNotFoundError:
         import tomllib
         project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-        listed = [Requirement(text) for text in project["dependencies"]]
-        listed += [Requirement(f"{text}; extra == '{extra}'") for extra, texts in
-                   project.get("optional-dependencies", {}).items() for text in texts]
+        listed = [(Requirement(text), "") for text in project["dependencies"]]
+        listed += [(Requirement(text), extra) for extra, texts in project.get("optional-dependencies", {}).items()
+                   for text in texts]
     found = {}
-    for requirement in listed:
-        marker = str(requirement.marker or "")
-        extra = marker.split("extra ==")[-1].strip(" '\"") if "extra ==" in marker else ""
+    for requirement, extra in listed:
         found.setdefault(canonicalize_name(requirement.name), extra)
     return found
 
@@ -124,7 +126,7 @@ def check_versions(requirements: Path | None = None) -> list[Check]:
         pins, direct = read_pins(path), direct_dependencies()
     except ImportError:   # packaging comes with pip's dependencies of the course: the install failed
         return [Check(False, "packages missing: packaging, and most likely the rest",
-                      f"pip install -r {path}")]
+                      f"pip install -r {path}", ends="those packages")]
     wrong, missing, tools = [], [], []
     for name, extra in direct.items():
         have, wanted = _version(name), pins.get(name)
@@ -136,7 +138,7 @@ def check_versions(requirements: Path | None = None) -> list[Check]:
     if wrong or missing:
         problems = wrong + [f"{name} not installed" for name in missing]
         checks.append(Check(False, "packages differ from requirements.txt: " + ", ".join(problems),
-                            f"pip install -r {path}"))
+                            f"pip install -r {path}", ends="those packages" if missing else ""))
     else:
         checks.append(Check(True, f"installed versions match {path.name}"))
     if tools:
@@ -276,24 +278,17 @@ def run(requirements: Path | None = None, out=None) -> int:
             found = check()
         except Exception as err:  # a check that crashes is itself the finding: never a traceback
             found = Check(False, f"{name}: {type(err).__name__}: {err}", "pip install -r requirements.txt")
-        for c in found if isinstance(found, list) else [found]:
+        found = found if isinstance(found, list) else [found]
+        for c in found:
             print(f"{ {True: '✓', False: '✗', None: '–'}[c.ok]} {c.text}", file=out, flush=True)
             if c.ok is False:
                 broken += 1
                 print(f"    fix: {c.fix}", file=out)
-        if _ends_the_checks(name, found):
-            print(f"– the other checks not run: they need {'that Python' if name == 'Python' else 'those packages'}",
-                  file=out)
+        ends = next((c.ends for c in found if c.ends), "")
+        if ends:
+            print(f"– the other checks not run: they need {ends}", file=out)
             break
     print("everything the course needs works" if not broken else
           f"{broken} problem{'s' if broken > 1 else ''}: see the fix under each ✗", file=out)
     return 1 if broken else 0
 
-
-def _ends_the_checks(name, found) -> bool:
-    """After a too-old Python, or missing packages of the course itself, nothing else can run."""
-    if name == "Python":
-        return found.ok is False and "too old" in found.text
-    if name == "package versions":
-        return any(c.ok is False and ("not installed" in c.text or "missing" in c.text) for c in found)
-    return False
