@@ -13,9 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from packaging.markers import Marker
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from course_lib.doctor import read_pins  # noqa: E402  (so: run it in the course's environment)
 
-LOCK = Path(__file__).resolve().parents[1] / "requirements.txt"
+LOCK = ROOT / "requirements.txt"
 # name -> (pip's --platform tags, the marker environment of such a machine)
 PLATFORMS = {
     "linux-x86_64": ([f"manylinux_2_{m}_x86_64" for m in range(17, 29)] + ["manylinux2014_x86_64"],
@@ -39,22 +41,12 @@ PYTHONS = ["3.11", "3.12", "3.13", "3.14", "3.15"]
 SUPPORTED = ["linux-x86_64", "linux-aarch64", "macos-arm64", "windows-amd64"]
 
 
-def pins_for(environment: dict, lock: Path = LOCK) -> list[str]:
-    """The lock's `name==version` requirements whose marker holds in `environment`."""
-    pins = []
-    for line in lock.read_text(encoding="utf-8").splitlines():
-        requirement, _, marker = line.split("#")[0].strip().partition(";")
-        if "==" in requirement and (not marker.strip() or Marker(marker).evaluate(environment)):
-            pins.append(requirement.strip())
-    return pins
-
-
 def missing_wheels(platform: str, python: str, lock: Path = LOCK) -> list[str]:
     """The pins that pip finds no wheel for on this target (empty when every one has one)."""
     tags, machine = PLATFORMS[platform]
     environment = {**machine, "python_version": python, "python_full_version": f"{python}.0",
                    "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    pins = pins_for(environment, lock)
+    pins = [f"{name}=={version}" for name, version in read_pins(lock, environment).items()]
     flags = [f"--platform={tag}" for tag in tags]
     with tempfile.TemporaryDirectory() as target:
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps",

@@ -74,10 +74,11 @@ def check_python(version=None, system=None, machine=None) -> Check:
     return Check(True, f"{where}{tested}{untested}")
 
 
-def read_pins(path: Path) -> dict[str, str]:
+def read_pins(path: Path, environment: dict | None = None) -> dict[str, str]:
     """name -> version of the `name==version` lines of a requirements file whose environment marker
-    (`numpy==2.5.5 ; python_full_version >= '3.15'`) holds for this interpreter; names normalised
-    as pip does (PyYAML -> pyyaml)."""
+    (`numpy==2.5.5 ; python_full_version >= '3.15'`) holds for this interpreter, or for the marker
+    variables `environment` gives (.ci/wheel_matrix.py's targets); names normalised as pip does
+    (PyYAML -> pyyaml)."""
     from packaging.markers import Marker
     from packaging.utils import canonicalize_name
 
@@ -85,7 +86,7 @@ def read_pins(path: Path) -> dict[str, str]:
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#")[0].strip()
         requirement, _, marker = line.partition(";")
-        if "==" in requirement and not line.startswith("-") and (not marker.strip() or Marker(marker).evaluate()):
+        if "==" in requirement and not line.startswith("-") and (not marker.strip() or Marker(marker).evaluate(environment)):
             name, version = requirement.split("==", 1)
             pins[canonicalize_name(name.strip())] = version.strip()
     return pins
