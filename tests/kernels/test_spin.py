@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from course_lib.kernels._fast.blas import NUMPY_BLAS
+from course_lib.kernels._fast.spin import can_restart
 from support import time_limit
 
 pytestmark = pytest.mark.skipif(NUMPY_BLAS is None, reason="NumPy's own OpenBLAS only")
@@ -39,7 +40,7 @@ def idle_cpu(import_course_lib, **env):
 
 
 def test_idle_threads_stop_spinning_once_course_lib_is_imported():
-    if not _can_restart(NUMPY_BLAS):        # NumPy 2.5's OpenBLAS (Python 3.15): left as it is
+    if not can_restart(NUMPY_BLAS):         # NumPy 2.5's OpenBLAS (Python 3.15): left as it is
         assert idle_cpu(True)[1] is None
         return
     spun, _ = idle_cpu(False)
@@ -48,13 +49,6 @@ def test_idle_threads_stop_spinning_once_course_lib_is_imported():
     idle, variable = idle_cpu(True)
     assert idle < spun / 3, (idle, spun)
     assert variable == "20"                 # processes started from here inherit it
-
-
-def _can_restart(path):
-    """Whether this OpenBLAS exports what shorten_spin calls (NumPy 2.5's 0.3.34 does not)."""
-    import ctypes
-    lib = ctypes.CDLL(path)
-    return hasattr(lib, "openblas_read_env") and hasattr(lib, "blas_thread_shutdown_")
 
 
 def test_a_users_setting_and_the_off_switch_are_kept():

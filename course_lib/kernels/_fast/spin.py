@@ -18,14 +18,21 @@ import os
 EXPONENT = 20       # 2^20 cycles
 
 
+def can_restart(library_path) -> bool:
+    """Whether the OpenBLAS at library_path exports what shorten_spin calls: NumPy 2.5's (0.3.34,
+    Python 3.15 here) does not, and its threads are left as they are."""
+    lib = ctypes.CDLL(library_path)
+    return hasattr(lib, "openblas_read_env") and hasattr(lib, "blas_thread_shutdown_")
+
+
 def shorten_spin(library_path):
     """Make the OpenBLAS at library_path (NumPy's) spin 2^EXPONENT cycles. -> True if changed."""
     if (library_path is None or "OPENBLAS_THREAD_TIMEOUT" in os.environ
             or os.environ.get("COURSE_LIB_SHORT_SPIN") == "0"):
         return False
-    lib = ctypes.CDLL(library_path)
-    if not (hasattr(lib, "openblas_read_env") and hasattr(lib, "blas_thread_shutdown_")):
+    if not can_restart(library_path):
         return False
+    lib = ctypes.CDLL(library_path)
     os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(EXPONENT)     # also for processes started from here
     lib.openblas_read_env()
     lib.blas_thread_shutdown_()         # the threads start again at the next product, with the new limit
