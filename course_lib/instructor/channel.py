@@ -178,7 +178,8 @@ def describe(fn) -> dict:
 
 def update(original, new) -> None:
     """Bring `original` (an argument as it was sent) to the state `new` came back in: arrays
-    in place where the shape and dtype allow, dicts, lists and objects member by member."""
+    in place where the shape and dtype allow, dicts, lists and objects member by member (but
+    not a frozen one)."""
     if isinstance(original, np.ndarray):
         if (isinstance(new, np.ndarray) and new.shape == original.shape and new.dtype == original.dtype
                 and original.flags.writeable and not np.array_equal(original, new, equal_nan=True)):
@@ -202,8 +203,15 @@ def update(original, new) -> None:
             original[:] = new
     elif isinstance(original, np.random.Generator) and isinstance(new, np.random.Generator):
         original.bit_generator.state = new.bit_generator.state
-    elif type(original).__name__ in OBJECTS and isinstance(new, dict):
+    elif type(original).__name__ in OBJECTS and isinstance(new, dict) and not _frozen(original):
         update(vars(original), new)
+
+
+def _frozen(obj) -> bool:
+    """A frozen dataclass (ModelConfig): no call can change it, so none changes it through the
+    channel (a learner's object.__setattr__ on its copy stays in the sandbox)."""
+    params = getattr(type(obj), "__dataclass_params__", None)
+    return bool(params and params.frozen)
 
 
 def _same_kind(a, b) -> bool:

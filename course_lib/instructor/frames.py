@@ -4,7 +4,8 @@
 
 An array is read back with np.frombuffer as a plain numeric dtype (bool, integer, float or
 complex: no object, no structured dtype, no pickle), its size checked against its shape;
-anything else, or more than MAX_MESSAGE bytes, is a ChannelError before it is read.
+anything else, more than MAX_DOCUMENT bytes of JSON or more than MAX_MESSAGE bytes in all, is
+a ChannelError before it is read.
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import struct
 import numpy as np
 
 MAX_MESSAGE = 256 * 2**20      # bytes: a learner's function that returns more is refused
+# bytes of a message's JSON (the arrays' bytes aside): parsed whole, it takes about 20 times its
+# size in Python objects, so this bounds what a message costs the judge to read (about 200 MB)
+MAX_DOCUMENT = 8 * 2**20
 
 
 class ChannelError(Exception):
@@ -41,6 +45,8 @@ def _array_header(a: np.ndarray) -> bytes:
 
 def write_frame(stream, document: dict, arrays: list) -> None:
     text = json.dumps(document).encode()
+    if len(text) > MAX_DOCUMENT:
+        raise ChannelError(f"a value of more than {MAX_DOCUMENT // 2**20} MB as JSON (return a NumPy array)")
     parts = [struct.pack("<I", len(text)), text, struct.pack("<I", len(arrays))]
     for a in arrays:
         if not PLAIN_DTYPE.match(a.dtype.str):
@@ -55,12 +61,15 @@ def write_frame(stream, document: dict, arrays: list) -> None:
 
 def read_frame(stream) -> tuple[dict, list]:
     (n,) = struct.unpack("<I", _read_exactly(stream, 4))
-    if n > MAX_MESSAGE:
-        raise ChannelError("a message too large")
+    if n > MAX_DOCUMENT:
+        raise ChannelError(f"a message too large (more than {MAX_DOCUMENT // 2**20} MB of JSON: values that "
+                           f"large cross as NumPy arrays)")
     try:
         document = json.loads(_read_exactly(stream, n))
     except ValueError:
         raise ChannelError("a message that is not JSON") from None
+    except RecursionError:
+        raise ChannelError("a value nested too deeply") from None
     (count,) = struct.unpack("<I", _read_exactly(stream, 4))
     arrays, total = [], n
     for _ in range(count):

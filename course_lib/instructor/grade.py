@@ -31,6 +31,10 @@ a status:
     missing                      the instructor edition has this exercise, the learner's notebook not
     grader error                 the grader itself failed on this notebook (the message says how)
 
+A notebook that cannot be graded at all has one row, `error`, that says why: not a readable
+notebook, or a symbolic link (it, or its learner's folder: a link to a classmate's notebook
+would otherwise be graded as the learner's own).
+
 The column `hidden` lists the cells whose source the learner's notebook hides from view
 (Jupyter's `source_hidden`), for an instructor who reads it.
 """
@@ -44,7 +48,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from . import isolation, sandbox
+from . import sandbox
 from .._words import count
 from ..checks.core import LIBRARY_CALL
 from .exercises import Exercise, expected_exercises
@@ -159,6 +163,10 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
     def whole_notebook(status, message):      # the one row of a notebook that gave no exercise rows
         return [{**base, "exercise": "", "title": "", "status": status, "stage": "", "hidden": "", "message": message}]
     try:
+        link = next((p for p in (path, path.parent) if p.is_symlink()), None)
+        if link is not None:     # a link to a classmate's notebook would be graded as theirs
+            return whole_notebook("error", ("a symbolic link" if link == path else "in a folder that is a symbolic "
+                                            "link") + f" (to {os.readlink(link)[:200]}): submit the notebook itself")
         try:
             nb = nbformat.read(path, as_version=4)
         except Exception as err:  # nbformat raises several kinds for a broken file
@@ -203,16 +211,12 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
     sandbox.resume()
     done = [None] * len(todo)
     expected = expected or {}
-    try:
-        with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
-                ThreadPoolExecutor(max_workers=jobs) as pool:
-            # each notebook graded at once gets its share of the cores: BLAS threads beyond it
-            # would wait for one another's time slices at every product
-            threads = max(1, default_jobs() // jobs)
-            return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads)
-    finally:
-        if user and isolation.mode(user) == "user":
-            isolation.kill_user(user[0])     # what a learner's code left running as that user
+    with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
+        # each notebook graded at once gets its share of the cores: BLAS threads beyond it
+        # would wait for one another's time slices at every product
+        threads = max(1, default_jobs() // jobs)
+        return _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads)
 
 
 def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, threads):

@@ -1,26 +1,34 @@
 """Start the process that runs a learner's code while it is graded, as cut off as this machine allows.
 
-    process = start_worker(lib, scratch, memory=4 * 2**30, user=None)   # a subprocess.Popen
-    # its stdin and stdout are the channel; kill_tree(process.pid) ends it and all it started
+    account = fresh_account(group)                        # root only: a user id of this worker's own
+    process = start_worker(lib, scratch, memory=4 * 2**30, account=account)   # a subprocess.Popen
+    # its stdin and stdout are the channel; end(process, account) ends it and all it started
 
 Three ways, the best first (book/instructors.md has the table):
 - bubblewrap (`bwrap`, Linux, where user namespaces are allowed): new user, PID, IPC, network,
-  UTS and cgroup namespaces; a file system of only the system's and Python's folders (read-only),
-  the sandbox's course_lib and its scratch folder, and a private /tmp: the class folder, the
-  instructor notebooks, course_lib's own sources and the other sandboxes do not exist in it. Its
-  first process is PID 1 of its namespace: when it ends, the kernel ends every process it started;
-  and it dies with the judge that started it (--die-with-parent).
+  UTS and cgroup namespaces and no capabilities; a read-only file system of only the system's
+  and Python's folders, the sandbox's course_lib and its scratch folder, and a private /tmp and
+  /dev/shm of SANDBOX_TMP bytes each: the class folder, the instructor notebooks, course_lib's
+  own sources and the other sandboxes do not exist in it. Its first process is PID 1 of its
+  namespace: when it ends, the kernel ends every process it started; and it dies with the
+  judge that started it (--die-with-parent).
 - `user` (root only, where bwrap cannot run, as in a Docker container such as Gradescope's): the
-  process runs as that user, which can write only its scratch folder and world-writable places,
-  and whose processes are all killed when it ends (kill_user).
+  process runs in the group of the user named to `grade --user`, as a user id of its own
+  (fresh_account), which can write only its scratch folder and world-writable places (what
+  it leaves there is removed when it ends) and can signal no other worker.
 - neither: a process of the grader's own user, in a session of its own (killed as a group):
   protection from accidents (an endless loop, a runaway allocation), not from intent.
-Memory: RLIMIT_AS where Linux enforces it, else limits.MemoryWatch from the judge.
+As root, bubblewrap itself runs as the worker's own user id too where it can (else as root,
+with every capability dropped). Memory: RLIMIT_AS where Linux enforces it, else
+limits.MemoryWatch from the judge; every file at most the memory limit (RLIMIT_FSIZE); a
+worker with a user id of its own at most process_limit() processes and threads (RLIMIT_NPROC).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import secrets
 import shutil
 import site
 import subprocess
@@ -31,14 +39,22 @@ import psutil
 
 from . import limits
 
-# set the limits (limits.py), become the user if asked (root only), then run the worker
+# the limits (limits.py; then files and processes), the worker's user if asked (root only), then the worker
 _LAUNCHER = limits.launcher_code(
-    "import os; uid, gid = map(int, sys.argv[2:4])\n"
+    "import os; size, nproc, uid, gid = map(int, sys.argv[2:6])\n"
+    "if resource is not None:\n"
+    "    if size > 0: resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))\n"
+    "    if nproc > 0: resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))\n"
     "if uid >= 0:\n"
-    "    if n > 0: resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))\n"
     "    os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
     "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
 
+SANDBOX_TMP = 64 * 2**20        # bytes of the bubblewrap sandbox's /tmp and of its /dev/shm (memory)
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")   # where any user may leave files, without bubblewrap
+FRESH_UIDS = range(2**30, 2**31 - 1)            # the user ids a worker may get (none an account's)
+# what a worker imports before any learner's code: a user who cannot import them cannot be one
+WORKER_IMPORTS = ("import importlib.util, numpy, psutil\n"
+                  "if importlib.util.find_spec('numba') is None: raise ImportError('No module named numba')")
 
 _KEPT_ENV = {"PATH", "LANG", "LANGUAGE", "TZ", "COURSE_LIB_BLAS"}
 _KEPT_PREFIXES = ("LC_", "NUMBA_", "OMP_", "OPENBLAS_", "MKL_")
@@ -60,7 +76,55 @@ def bwrap() -> str | None:
 
 
 def _namespaces() -> list[str]:
-    return ["--unshare-all", "--die-with-parent", "--new-session"]
+    # --cap-drop: as root, the sandbox's processes would keep root's powers (remount a read-only
+    # folder read-write, unmount a tmpfs): none are kept
+    return ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+
+
+def as_root() -> bool:
+    return getattr(os, "geteuid", lambda: -1)() == 0
+
+
+def process_limit() -> int:
+    """RLIMIT_NPROC of a worker with a user id of its own: its threads (BLAS's and Numba's, a
+    few per core) and room for the learner's own processes, but no swarm."""
+    return 64 + 4 * (os.cpu_count() or 1)
+
+
+def fresh_account(group: int | None = None) -> tuple[int, int]:
+    """(uid, gid) for one worker (root only): a user id that no account has and no process runs
+    as, drawn at random (two graders on one machine do not meet), in `group` (the --user's
+    group; None: a group numbered as the uid, which has no members)."""
+    import pwd      # POSIX only, as root is
+    running = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info["uids"]}
+    while True:
+        uid = FRESH_UIDS[secrets.randbelow(len(FRESH_UIDS))]
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            if uid not in running:
+                return uid, uid if group is None else group
+
+
+def python_problem(account: tuple[int, int], wrap: tuple = ()) -> str | None:
+    """Why a worker running as `account` (wrapped in the command `wrap`) cannot start this
+    Python and import what the worker needs (one line), or None when it can."""
+    try:
+        done = subprocess.run([*wrap, sys.executable, "-s", "-c", WORKER_IMPORTS], user=account[0],
+                              group=account[1], extra_groups=[], capture_output=True, text=True, timeout=120,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/")
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{type(err).__name__}: {err}"
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_as_account(group: int | None) -> bool:
+    """Can bubblewrap run as a fresh account of `group` (an unprivileged user namespace, the
+    Python readable by others)? Then a root grader's sandboxes get user ids of their own."""
+    return bwrap() is not None and python_problem(fresh_account(group),
+                                                  (bwrap(), *_namespaces(), "--ro-bind", "/", "/")) is None
 
 
 def _system_folders() -> list[str]:
@@ -77,7 +141,9 @@ def _system_folders() -> list[str]:
 
 
 def _bwrap_command(lib: Path, scratch: Path) -> list[str]:
-    command = [bwrap(), *_namespaces(), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    size = ["--size", str(SANDBOX_TMP)]
+    command = [bwrap(), *_namespaces(), *size, "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+               *size, "--tmpfs", "/dev/shm"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if Path(top).is_symlink():                         # merged /usr: /lib -> usr/lib
             command += ["--symlink", os.readlink(top), top]
@@ -91,7 +157,9 @@ def _bwrap_command(lib: Path, scratch: Path) -> list[str]:
     # the folder that holds both, so that neither is a mount point (which a learner's rmtree
     # of its own working folder could not remove)
     root = Path(os.path.commonpath([lib, scratch]))
-    return command + ["--bind", str(root), str(root), "--chdir", str(scratch)]
+    # the sandbox's own root and /dev are tmpfs folders that would take any file: read-only
+    return command + ["--bind", str(root), str(root), "--remount-ro", "/dev", "--remount-ro", "/",
+                      "--chdir", str(scratch)]
 
 
 def mode(user) -> str:
@@ -110,35 +178,69 @@ def worker_env(lib: Path, scratch: Path) -> dict:
     return env
 
 
-def start_worker(lib: Path, scratch: Path, memory: int, user=None) -> subprocess.Popen:
+def start_worker(lib: Path, scratch: Path, memory: int, account=None, bwrap_as: bool = False) -> subprocess.Popen:
     """Start the worker on the sandbox's course_lib (the folder `lib` holds it), in `scratch`.
-    user: (uid, gid) to run as where bwrap cannot run (root only), or None."""
-    uid, gid = user if (user and not bwrap()) else (-1, -1)
-    env = worker_env(lib, scratch)
+    account: (uid, gid) of the worker's own (fresh_account; root only), or None: the grader's
+    user; bwrap_as: bubblewrap may run as it (bwrap_as_account, asked once by the grader)."""
+    uid, gid = account or (-1, -1)
+    own = account is not None and (not bwrap() or bwrap_as)
+    setuid = account is not None and not bwrap()
     # RLIMIT_AS only where it is enforced: elsewhere the judge's MemoryWatch stands in
-    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0),
-               str(uid), str(gid)]
+    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0), str(memory),
+               str(process_limit() if own else 0), str(uid if setuid else -1), str(gid if setuid else -1)]
+    as_user = {}
     if bwrap():
         command = _bwrap_command(lib, scratch) + command
-    elif uid >= 0:
+        if own:
+            as_user = {"user": uid, "group": gid, "extra_groups": []}
+    if own:
         for path in [lib, scratch, *lib.rglob("*"), *scratch.rglob("*")]:
             os.chown(path, uid, gid, follow_symlinks=False)
-    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=scratch, env=env, start_new_session=True)
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            cwd=scratch, env=worker_env(lib, scratch), start_new_session=True, **as_user)
 
 
-def end(process: subprocess.Popen) -> None:
+def end(process: subprocess.Popen, account=None) -> None:
     """Kill the worker and everything it started (in bwrap, all of its PID namespace; otherwise
-    its process group: what left the group is ended by kill_user when grading ends)."""
+    its process group, and with a user id of its own every process of that id), and remove
+    what a worker without bwrap left in the folders every user may write."""
     limits.kill_tree(process.pid)
     process.wait()
+    if account is not None:
+        clean_up(account[0])
+
+
+def clean_up(uid: int) -> None:
+    """Kill every process of the worker's own user id `uid`, then (without bwrap, where /tmp is
+    the machine's) remove every file and folder it owns in SHARED_TMP: nothing of one worker
+    reaches a later one (another exercise's, another learner's)."""
+    kill_user(uid)
+    if bwrap():
+        return
+    for top in SHARED_TMP:
+        for folder, subfolders, files in os.walk(top):      # os.walk follows no link
+            for name in [*subfolders, *files]:
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    if os.lstat(path).st_uid != uid:
+                        continue
+                    if name in subfolders:
+                        subfolders.remove(name)
+                        if not os.path.islink(path):
+                            shutil.rmtree(path, ignore_errors=True)
+                            continue
+                    os.unlink(path)
 
 
 def kill_user(uid: int) -> None:
-    """Kill every process of the user `uid` (the sandboxes' own user: nothing else runs as it)."""
-    for p in psutil.process_iter(["uids"]):
-        try:
-            if p.info["uids"] and p.info["uids"].real == uid:
+    """Kill every process of the user `uid` (a worker's own: nothing else runs as it), again
+    while any is left (one forking as it is killed), until none runs (5 s at most)."""
+    for _ in range(50):
+        found = [p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"]
+                 and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+        if not found:
+            return
+        for p in found:
+            with contextlib.suppress(psutil.Error):
                 p.kill()
-        except psutil.Error:
-            pass
+        psutil.wait_procs(found, timeout=0.1)

@@ -36,6 +36,7 @@ from pathlib import Path
 from . import isolation, limits
 from .channel import ChannelError, Peer, exception
 from .exercises import code_cells, expected_exercises, read_cells
+from .sandbox import MAX_ROW
 from .stripped import Stripped
 
 
@@ -120,11 +121,15 @@ class _Judge:
         with tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as tmp:
             lib, scratch = Path(tmp) / "lib", Path(tmp) / "work"
             scratch.mkdir()
-            if self.user:
+            # as root, every worker runs as a user id of its own (isolation.fresh_account): it
+            # can signal no other worker, and what it leaves behind is found by its owner
+            account = (isolation.fresh_account(self.user[1] if self.user else None)
+                       if isolation.as_root() and (self.user or isolation.bwrap()) else None)
+            if account:
                 os.chmod(tmp, 0o711)     # the worker's user reaches its folders inside, lists nothing
             self.tree.build(lib, list(definition_paths(checker.library)))
-            process = isolation.start_worker(lib, scratch, self.memory, self.user)
-            self.emit({"worker": process.pid})
+            process = isolation.start_worker(lib, scratch, self.memory, account, self.request.get("bwrap_as_account"))
+            self.emit({"worker": process.pid, "uid": account[0] if account else None})
             watch = limits.MemoryWatch(process.pid, self.memory)
             timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), limits.kill_tree, [process.pid])
             timer.start()
@@ -164,7 +169,7 @@ class _Judge:
             finally:
                 timer.cancel()
                 watch.stop()
-                isolation.end(process)
+                isolation.end(process, account)
 
     def _check(self, checker, fns) -> tuple[str, str, str]:
         from ..checks import core
@@ -225,13 +230,23 @@ def judge(request: dict, emit) -> None:
         emit(row)
 
 
+def _line(row: dict) -> str:
+    """The row as one JSON line that sandbox.py reads whole (MAX_ROW bytes at most): a longer
+    message (a learner's text in it) is cut."""
+    line, message = json.dumps(row), str(row.get("message", ""))
+    while len(line) >= MAX_ROW and message:
+        message = message[:len(message) * 3 // 4]
+        line = json.dumps({**row, "message": message + " [cut]"})
+    return line
+
+
 def main(argv=None) -> None:
     request = json.loads((argv or sys.argv[1:])[0])
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)     # nothing else may write on the rows' stream
 
     def emit(row):
-        out.write(json.dumps(row) + "\n")
+        out.write(_line(row) + "\n")
         out.flush()
     judge(request, emit)
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import limits
+from . import isolation, limits
 
 GRACE = 30          # seconds the judge may take beyond the learner's time (its own imports, checks)
 MAX_ROW = 8192      # bytes of one row from the judge
@@ -63,9 +63,11 @@ def package_env() -> dict:
 
 
 def kernel_user(name: str):
-    """(uid, gid) of the user `name`; ValueError when we are not root, it does not exist, or it
-    cannot run this Python (installed in a folder only root may read, such as /root)."""
-    if getattr(os, "geteuid", lambda: None)() != 0:
+    """(uid, gid) of the user `name`, whose group the workers run in (each as a user id of its
+    own: isolation.fresh_account); ValueError when we are not root, it does not exist, or such
+    a worker cannot run this Python and import the course's packages (installed in a folder only
+    root may read, such as /root)."""
+    if not isolation.as_root():
         raise ValueError(f"only root can run the learners' code as {name!r}" if hasattr(os, "geteuid") else
                          "--user needs Linux or macOS: on this OS the learners' code runs as you")
     import pwd      # POSIX only
@@ -73,12 +75,11 @@ def kernel_user(name: str):
         entry = pwd.getpwnam(name)
     except KeyError:
         raise ValueError(f"there is no user {name!r} on this machine") from None
-    try:
-        subprocess.run([sys.executable, "-c", ""], user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
-                       check=True, capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        raise ValueError(f"the user {name!r} cannot run {sys.executable}: install Python where every "
-                         f"user can read it") from None
+    problem = isolation.python_problem(isolation.fresh_account(entry.pw_gid))
+    if problem is not None:
+        raise ValueError(f"learners' code would run in the group of {name!r}, which cannot run {sys.executable} "
+                         f"with the course's packages ({problem[:200]}): install Python and the packages where "
+                         f"every user can read them (not under /root)")
     return entry.pw_uid, entry.pw_gid
 
 
@@ -100,17 +101,18 @@ def _valid(row) -> bool:
 
 
 def _read_rows(stream, into: queue.Queue, workers: list) -> None:
-    """The judge's lines: rows, and {"worker": pid} as it starts each worker (killed at the end,
-    in case the judge could not)."""
+    """The judge's lines: rows, and {"worker": pid, "uid": its own user id or None} as it starts
+    each worker (killed at the end, in case the judge could not)."""
     for line in stream:
         try:
             row = json.loads(line[:MAX_ROW])
-        except ValueError:
+        except ValueError:      # the judge writes none such (judge._line): say so, never drop it silently
+            into.put({"unreadable": line[:100]})
             continue
         if _valid(row):
             into.put(row)
         elif isinstance(row, dict) and type(row.get("worker")) is int:
-            workers.append(row["worker"])
+            workers.append((row["worker"], row["uid"] if type(row.get("uid")) is int else None))
     into.put(None)
 
 
@@ -122,7 +124,9 @@ def run_notebook(path, calls=None, *, timeout: float = 300, memory: int = 4 * 2*
     the learner's code as where bubblewrap cannot run (see kernel_user). threads: the BLAS threads
     of the judge and its workers (None: BLAS's default, every core), unless the environment sets them."""
     request = {"notebook": str(path), "calls": calls,
-               "timeout": timeout, "memory": memory, "user": list(user) if user else None}
+               "timeout": timeout, "memory": memory, "user": list(user) if user else None,
+               # asked here, once for the whole class: bubblewrap may start as a worker's own user id
+               "bwrap_as_account": isolation.as_root() and isolation.bwrap_as_account(user[1] if user else None)}
     env = package_env()
     for name in THREAD_VARIABLES if threads else ():
         env.setdefault(name, str(threads))
@@ -157,10 +161,16 @@ def _judge(request: dict, timeout: float, env: dict) -> Outcome:
                 break
             if row is None:
                 break
+            if "unreadable" in row:
+                outcome.reason = f"the grader's judge wrote a line it cannot read: {row['unreadable']!r}"
+                continue
             outcome.rows.append(row)
     finally:
-        for pid in [process.pid, *workers]:
+        limits.kill_tree(process.pid)
+        for pid, uid in workers:
             limits.kill_tree(pid)
+            if uid is not None:
+                isolation.clean_up(uid)
         process.wait()
         with _lock:
             _running.discard(process)

@@ -196,6 +196,10 @@ def attacked(request, tmp_path_factory):
             "HONEST", repr(str(honest))).replace("NOTEBOOKS", repr(str(grade.COURSE_NOTEBOOKS)))
         write(nb, klass / name, "01_small.ipynb")
     write(_memorised_softmax_notebook(), klass / "memorised", "03_small.ipynb")
+    # links (git and tar keep them) to the honest learner's notebook, and to their folder
+    (klass / "linked_notebook").mkdir()
+    (klass / "linked_notebook" / "01_small.ipynb").symlink_to(honest)
+    (klass / "linked_folder").symlink_to(honest.parent, target_is_directory=True)
     report.write_text("the instructor's report")
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     if mode == "bwrap":
@@ -228,6 +232,14 @@ def test_patched_course_lib_and_records_change_nothing(attacked):
     assert by_exercise(rows, "patch_checker")["Exercise 1.1"]["status"] == "failed"
     assert by_exercise(rows, "patch_expected")["Exercise 1.2"]["status"] == "failed"
     assert by_exercise(rows, "unreadable_return")["Exercise 1.2"]["status"] == "failed"
+
+
+def test_a_link_to_a_classmates_notebook_or_folder_is_not_graded(attacked):
+    _, rows, *_ = attacked
+    for learner, says in (("linked_notebook", "a symbolic link (to "),
+                          ("linked_folder", "in a folder that is a symbolic link (to ")):
+        [row] = [r for r in rows if r["learner"] == learner]
+        assert row["status"] == "error" and row["message"].startswith(says), row
 
 
 def test_memorised_answers_fail_the_fresh_cases(attacked):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from course_lib.config import ModelConfig
-from course_lib.instructor import channel
+from course_lib.instructor import channel, frames, judge, sandbox
 from course_lib.instructor.channel import ChannelError, Peer, read_frame, write_frame
 
 
@@ -71,7 +71,10 @@ def _frame(document, headers_and_data=()):
     (io.BytesIO(struct.pack("<I", 2**31)), "too large"),
     (io.BytesIO(struct.pack("<I", 4) + b"{no "), "not JSON"),
     (io.BytesIO(b"\1\0"), "ended"),
-    (_frame([1, 2]), "not a JSON object")])
+    (_frame([1, 2]), "not a JSON object"),
+    # what the judge would parse whole: a document past MAX_DOCUMENT, a nesting past the recursion limit
+    (io.BytesIO(struct.pack("<I", frames.MAX_DOCUMENT + 1)), "more than 8 MB of JSON"),
+    (io.BytesIO(struct.pack("<I", 200_000) + b"[" * 200_000), "nested too deeply")])
 def test_a_broken_frame_is_refused_not_read(stream, says):
     with pytest.raises(ChannelError, match=says):
         read_frame(stream)
@@ -154,3 +157,25 @@ def test_an_exception_crosses_by_its_name_and_message():
     with pytest.raises(channel.Raised, match="singular") as error:
         a.call(b.keep(odd), (1,), {})
     assert type(error.value).__name__ == "LinAlgError"
+
+
+def test_a_frozen_object_comes_back_as_it_was_sent():
+    """7.3's checker counts the parameters of the config it passed after the learner's call: a
+    learner who changes their copy past the frozen dataclass must not change the checker's."""
+    a, b = _pair()
+    cfg = ModelConfig(vocab_size=20, seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+
+    def param_count(cfg):
+        object.__setattr__(cfg, "n_layers", 0)
+        return 0
+    assert a.call(b.keep(param_count), (cfg,), {}) == 0
+    assert cfg.n_layers == 1
+
+
+def test_a_row_with_a_long_message_reaches_the_grader_cut_not_dropped():
+    """grade reads MAX_ROW bytes of a row; a learner's text in a message could make it longer."""
+    row = {"exercise": "Exercise 1.2", "status": "failed", "stage": "s", "message": "é" * 20_000}
+    line = judge._line(row)
+    got = json.loads(line)
+    assert len(line) < sandbox.MAX_ROW and got["message"].endswith(" [cut]") and got["exercise"] == "Exercise 1.2"
+    assert judge._line({**row, "message": "short"}) == json.dumps({**row, "message": "short"})

@@ -86,15 +86,17 @@ def bundle(layout):
 
 
 def run_autograder(layout, bundle, python, name, files):
-    """Lay out Gradescope's folders for one submission (files: relative path -> notebook or text),
-    run `run_autograder` and return (results.json, the root)."""
+    """Lay out Gradescope's folders for one submission (files: relative path -> notebook, text, or
+    a Path that the file is a symbolic link to), run `run_autograder` and return (results.json, the root)."""
     root = layout / name
     (root / "results").mkdir(parents=True)
     (root / "submission").mkdir()
     with zipfile.ZipFile(bundle) as zf:
         zf.extractall(root / "source")
     for relative, content in files.items():
-        if isinstance(content, str):
+        if isinstance(content, Path):
+            (root / "submission" / relative).symlink_to(content)
+        elif isinstance(content, str):
             (root / "submission" / relative).write_text(content)
         else:
             path = root / "submission" / relative
@@ -222,6 +224,16 @@ def test_a_hostile_notebook_writes_nothing_outside_its_scratch_copy(layout, bund
     assert sorted(p.name for p in (root / "submission").iterdir()) == ["01_tokens_and_task.ipynb"]
     assert sorted(p.name for p in (root / "results").iterdir()) == ["results.json"]
     assert stat.S_IMODE((root / "results").stat().st_mode) == 0o755
+
+
+def test_a_link_to_someone_elses_notebook_is_not_graded(layout, bundle, python):
+    """A link (git and zip keep them) to a classmate's notebook would be graded as the learner's."""
+    elsewhere = write(small_notebook(), layout / "a classmate", "01_tokens_and_task.ipynb")
+    results, _ = run_autograder(layout, bundle, python, "link", {"01_tokens_and_task.ipynb": elsewhere})
+    assert_valid(results)
+    assert results["score"] == 0.0
+    assert {t["output"] for t in results["tests"]} == {
+        f"not graded: 01_tokens_and_task.ipynb is a symbolic link (to {elsewhere}): submit the notebook itself"}
 
 
 def test_no_notebook_at_all(layout, bundle, python):
