@@ -210,7 +210,7 @@ def check_blas() -> Check:
 
 def check_limits() -> list[Check]:
     """What limits learners' code when `yours` and `grade` run it (course_lib.instructor.limits)."""
-    from .instructor.limits import protections
+    from .instructor.isolation import protections
     return [Check(None if "not available" in line else True, f"learners' code, {line}") for line in protections()]
 
 

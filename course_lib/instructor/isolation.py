@@ -20,8 +20,9 @@ Three ways, the best first (book/instructors.md has the table):
   protection from accidents (an endless loop, a runaway allocation), not from intent.
 As root, bubblewrap itself runs as the worker's own user id too where it can (else as root,
 with every capability dropped). Memory: RLIMIT_AS where Linux enforces it, else
-limits.MemoryWatch from the judge; every file at most the memory limit (RLIMIT_FSIZE); a
-worker with a user id of its own at most process_limit() processes and threads (RLIMIT_NPROC).
+limits.MemoryWatch from the judge. Disk: DISK_LIMIT bytes in all (`written`, watched by the
+judge's limits.DiskWatch), each file too (RLIMIT_FSIZE). Processes: a worker with a user id
+of its own at most process_limit() processes and threads (RLIMIT_NPROC).
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ import functools
 import os
 import secrets
 import shutil
+import signal
 import site
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +53,7 @@ _LAUNCHER = limits.launcher_code(
     "import runpy; sys.argv[1:] = []; runpy.run_module('course_lib.instructor.worker', run_name='__main__')\n")
 
 SANDBOX_TMP = 64 * 2**20        # bytes of the bubblewrap sandbox's /tmp and of its /dev/shm (memory)
+DISK_LIMIT = 2**30              # bytes a worker may write on disk (limits.DiskWatch), each file too
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")   # where any user may leave files, without bubblewrap
 FRESH_UIDS = range(2**30, 2**31 - 1)            # the user ids a worker may get (none an account's)
 # what a worker imports before any learner's code: a user who cannot import them cannot be one
@@ -186,7 +190,7 @@ def start_worker(lib: Path, scratch: Path, memory: int, account=None, bwrap_as: 
     own = account is not None and (not bwrap() or bwrap_as)
     setuid = account is not None and not bwrap()
     # RLIMIT_AS only where it is enforced: elsewhere the judge's MemoryWatch stands in
-    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0), str(memory),
+    command = [sys.executable, "-s", "-c", _LAUNCHER, str(memory if limits.rlimit_as_works() else 0), str(DISK_LIMIT),
                str(process_limit() if own else 0), str(uid if setuid else -1), str(gid if setuid else -1)]
     as_user = {}
     if bwrap():
@@ -202,34 +206,66 @@ def start_worker(lib: Path, scratch: Path, memory: int, account=None, bwrap_as: 
 
 def end(process: subprocess.Popen, account=None) -> None:
     """Kill the worker and everything it started (in bwrap, all of its PID namespace; otherwise
-    its process group, and with a user id of its own every process of that id), and remove
-    what a worker without bwrap left in the folders every user may write."""
+    its process group), then clean_up(account)."""
     limits.kill_tree(process.pid)
     process.wait()
     if account is not None:
-        clean_up(account[0])
+        clean_up(account)
 
 
-def clean_up(uid: int) -> None:
-    """Kill every process of the worker's own user id `uid`, then (without bwrap, where /tmp is
-    the machine's) remove every file and folder it owns in SHARED_TMP: nothing of one worker
+def clean_up(account: tuple[int, int]) -> None:
+    """Kill every process of the worker's own user id, then (without bwrap, where /tmp is the
+    machine's) remove every file and folder it owns in SHARED_TMP: nothing of one worker
     reaches a later one (another exercise's, another learner's)."""
-    kill_user(uid)
+    kill_user(account[0])
     if bwrap():
         return
-    for top in SHARED_TMP:
-        for folder, subfolders, files in os.walk(top):      # os.walk follows no link
-            for name in [*subfolders, *files]:
-                path = os.path.join(folder, name)
+    for path, st in [found for top in SHARED_TMP for found in _owned(top, *account)]:
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def _owned(top: str, uid: int, gid: int):
+    """(path, lstat) of each file and folder below `top` that `uid` owns (a folder it owns, not
+    what is in it), looking only in the folders it could write in: no other holds one of its."""
+    try:
+        entries = list(os.scandir(top))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if st.st_uid == uid:
+            yield entry.path, st
+        elif stat.S_ISDIR(st.st_mode) and (st.st_mode & stat.S_IWOTH or
+                                           (st.st_gid == gid and st.st_mode & stat.S_IWGRP)):
+            yield from _owned(entry.path, uid, gid)
+
+
+def written(root: Path, account=None) -> int:
+    """Bytes on disk of what a worker may write: its sandbox folder `root` (its course_lib and
+    scratch), and without bwrap the files its own user id has in SHARED_TMP."""
+    def on_disk(st):       # (Windows has no st_blocks: the file's length)
+        return st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+
+    def size(path, st):
+        if not stat.S_ISDIR(st.st_mode):
+            return on_disk(st)
+        total = 0
+        for folder, _, files in os.walk(path):
+            for name in files:
                 with contextlib.suppress(OSError):
-                    if os.lstat(path).st_uid != uid:
-                        continue
-                    if name in subfolders:
-                        subfolders.remove(name)
-                        if not os.path.islink(path):
-                            shutil.rmtree(path, ignore_errors=True)
-                            continue
-                    os.unlink(path)
+                    total += on_disk(os.lstat(os.path.join(folder, name)))
+        return total
+    total = size(root, os.lstat(root))
+    if account is not None and not bwrap():
+        total += sum(size(path, st) for top in SHARED_TMP for path, st in _owned(top, *account))
+    return total
 
 
 def kill_user(uid: int) -> None:
@@ -244,3 +280,21 @@ def kill_user(uid: int) -> None:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         psutil.wait_procs(found, timeout=0.1)
+
+
+def protections() -> list[str]:
+    """What this machine enforces when it runs learners' code (for doctor), a line each."""
+    lines = ["memory limit: " + ("enforced by the OS (RLIMIT_AS)" if limits.rlimit_as_works() else
+                                 "watched (psutil reads the process's memory 10 times a second and kills it "
+                                 "past the limit; this OS does not enforce RLIMIT_AS)")]
+    lines.append("time limit: the whole run, from the grader's process; each cell of `yours`: " +
+                 ("SIGALRM" if hasattr(signal, "SIGALRM") else
+                  "a watchdog thread (no SIGALRM here: a cell blocked in C runs on to the run's limit)"))
+    lines.append("grading sandbox: " + ("bubblewrap (own user, PID and network namespaces, no capabilities; a "
+                                        "read-only file system without the solutions)" if bwrap() else
+                                        "not available (no bubblewrap here, or it may not make namespaces)"))
+    lines.append("as another user (grade --user): " +
+                 ("available (running as root): each worker a user id of its own" if as_root() else
+                  "not available (needs root on Linux or macOS)" if hasattr(os, "geteuid") else
+                  "not available on this OS: learners' code runs as you"))
+    return lines

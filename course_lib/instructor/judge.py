@@ -118,6 +118,12 @@ class _Judge:
 
     def grade(self, cells: list, exercise: str, names: list[str], checker) -> tuple[str, str, str]:
         """(status, stage, message) of one exercise: cells, [exercise, [sources]] up to it."""
+        try:
+            return self._grade(cells, exercise, names, checker)
+        except OSError as err:    # the grader's side (a disk that another's worker filled): this exercise only
+            return "error", "", f"the grader could not run it ({type(err).__name__}: {str(err)[:200]})"
+
+    def _grade(self, cells, exercise, names, checker):
         with tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as tmp:
             lib, scratch = Path(tmp) / "lib", Path(tmp) / "work"
             scratch.mkdir()
@@ -129,8 +135,9 @@ class _Judge:
                 os.chmod(tmp, 0o711)     # the worker's user reaches its folders inside, lists nothing
             self.tree.build(lib, list(definition_paths(checker.library)))
             process = isolation.start_worker(lib, scratch, self.memory, account, self.request.get("bwrap_as_account"))
-            self.emit({"worker": process.pid, "uid": account[0] if account else None})
+            self.emit({"worker": process.pid, "account": list(account) if account else None})
             watch = limits.MemoryWatch(process.pid, self.memory)
+            disk = limits.DiskWatch(process.pid, lambda: isolation.written(Path(tmp), account), isolation.DISK_LIMIT)
             timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), limits.kill_tree, [process.pid])
             timer.start()
             try:
@@ -165,10 +172,14 @@ class _Judge:
                     return "error", "", f"time limit reached ({self.request['timeout']:g} s for the whole notebook)"
                 if watch.tripped:
                     return "error", "", f"used more than its memory limit ({self.memory / 2**30:g} GB) and was stopped"
+                if disk.tripped:
+                    return "error", "", (f"wrote more than its disk limit ({isolation.DISK_LIMIT / 2**30:g} GB) "
+                                         f"and was stopped")
                 return "error", "", f"the sandbox that ran its code ended ({e}): a crash, or killed for memory"
             finally:
                 timer.cancel()
                 watch.stop()
+                disk.stop()
                 isolation.end(process, account)
 
     def _check(self, checker, fns) -> tuple[str, str, str]:

@@ -5,6 +5,8 @@
   accepts RLIMIT_AS without enforcing it, and Windows has no rlimits: there a MemoryWatch
   thread in the parent reads the child's memory (psutil: the resident memory of it and of
   every process it started) ten times a second and kills it past the limit.
+- Disk. A DiskWatch thread in the parent measures what the child wrote four times a second
+  and kills it past its limit (each file is limited by RLIMIT_FSIZE as well, where it exists).
 - Killing. kill_tree(pid) kills a child and everything it started: its process group where
   there are process groups (the child leads a session of its own), else its psutil descendants.
 - A time limit inside the child (yours/cells.py's cells): SIGALRM where it exists, else a
@@ -105,6 +107,32 @@ class MemoryWatch:
         self._stop.set()
 
 
+class DiskWatch:
+    """Kill the process tree of `pid` once `measure()` (bytes it has written) passes `limit`
+    (`tripped` then says so), read every `every` seconds: a quota on a file system the
+    learner's workers share with the grader, which has none of its own."""
+
+    def __init__(self, pid: int, measure, limit: int, every: float = 0.25):
+        self.tripped = False
+        self._pid, self._measure, self._limit, self._every = pid, measure, limit, every
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, name="course_lib disk watch", daemon=True).start()
+
+    def _watch(self):
+        while not self._stop.wait(self._every):
+            try:
+                over = self._measure() > self._limit
+            except OSError:             # its folder is gone: it has ended
+                return
+            if over:
+                self.tripped = True
+                kill_tree(self._pid)
+                return
+
+    def stop(self):
+        self._stop.set()
+
+
 @contextlib.contextmanager
 def time_limit(seconds, error: type[BaseException]):
     """Raise `error` (a class) in this thread, the main one, after `seconds`; no limit when None."""
@@ -138,22 +166,3 @@ def time_limit(seconds, error: type[BaseException]):
             state["done"] = True
         timer.cancel()
 
-
-def protections() -> list[str]:
-    """What this machine enforces when it runs learners' code (for doctor and grade), a line each."""
-    lines = ["memory limit: " + ("enforced by the OS (RLIMIT_AS)" if rlimit_as_works() else
-                                 "watched (psutil reads the process's memory 10 times a second and kills it "
-                                 "past the limit; this OS does not enforce RLIMIT_AS)")]
-    lines.append("time limit: the whole run, from the grader's process; each cell of `yours`: " +
-                 ("SIGALRM" if hasattr(signal, "SIGALRM") else
-                  "a watchdog thread (no SIGALRM here: a cell blocked in C runs on to the run's limit)"))
-    from .isolation import bwrap      # (isolation imports this module)
-    lines.append("grading sandbox: " + ("bubblewrap (own user, PID and network namespaces; a file system "
-                                        "without the solutions)" if bwrap() else
-                                        "not available (no bubblewrap here, or it may not make namespaces)"))
-    root = getattr(os, "geteuid", lambda: None)() == 0
-    lines.append("as another user (grade --user): " +
-                 ("available (running as root)" if root else
-                  "not available (needs root on Linux or macOS)" if hasattr(os, "geteuid") else
-                  "not available on this OS: learners' code runs as you"))
-    return lines

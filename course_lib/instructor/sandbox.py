@@ -101,8 +101,8 @@ def _valid(row) -> bool:
 
 
 def _read_rows(stream, into: queue.Queue, workers: list) -> None:
-    """The judge's lines: rows, and {"worker": pid, "uid": its own user id or None} as it starts
-    each worker (killed at the end, in case the judge could not)."""
+    """The judge's lines: rows, and {"worker": pid, "account": its own [uid, gid] or None} as it
+    starts each worker (killed at the end, in case the judge could not)."""
     for line in stream:
         try:
             row = json.loads(line[:MAX_ROW])
@@ -112,7 +112,9 @@ def _read_rows(stream, into: queue.Queue, workers: list) -> None:
         if _valid(row):
             into.put(row)
         elif isinstance(row, dict) and type(row.get("worker")) is int:
-            workers.append((row["worker"], row["uid"] if type(row.get("uid")) is int else None))
+            account = row.get("account")
+            workers.append((row["worker"], tuple(account) if isinstance(account, list) and len(account) == 2
+                            and all(type(n) is int for n in account) else None))
     into.put(None)
 
 
@@ -167,10 +169,10 @@ def _judge(request: dict, timeout: float, env: dict) -> Outcome:
             outcome.rows.append(row)
     finally:
         limits.kill_tree(process.pid)
-        for pid, uid in workers:
+        for pid, account in workers:
             limits.kill_tree(pid)
-            if uid is not None:
-                isolation.clean_up(uid)
+            if account is not None:
+                isolation.clean_up(account)
         process.wait()
         with _lock:
             _running.discard(process)

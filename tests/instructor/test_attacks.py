@@ -107,6 +107,17 @@ ATTACKS = {
                     "def my_encode(text):\n    return [0]\n"),
     "unreadable_return": ("Exercise 1.2",
                           "def my_answer(op, args):\n    return np.array([object()])\n"),
+    # fill the disk that the grader and the classmates' judges share (the scratch folder, /tmp)
+    "fill_the_disk": ("Exercise 1.1",
+                      "import os\n"
+                      "for k in range(48):\n"
+                      "    for folder in ('.', '/tmp'):\n"
+                      "        try:\n"
+                      f"            with open(os.path.join(folder, '{MARKER}-' + str(k)), 'wb') as f:\n"
+                      "                f.write(bytes(2**25))\n"
+                      "        except OSError:\n"
+                      "            pass\n"
+                      "def my_encode(text):\n    raise NotImplementedError\n"),
     # 6. end the class's report: a lone surrogate, which a strict UTF-8 writer refuses, in a message
     "surrogate_message": ("Exercise 1.2",
                           "def my_answer(op, args):\n    raise ValueError('the report ends here \\udcff')\n"),
@@ -240,6 +251,13 @@ def test_a_link_to_a_classmates_notebook_or_folder_is_not_graded(attacked):
                           ("linked_folder", "in a folder that is a symbolic link (to ")):
         [row] = [r for r in rows if r["learner"] == learner]
         assert row["status"] == "error" and row["message"].startswith(says), row
+
+
+def test_a_worker_that_fills_the_disk_is_stopped_and_its_files_are_gone(attacked):
+    _, rows, *_ = attacked
+    row = by_exercise(rows, "fill_the_disk")["Exercise 1.1"]
+    assert row["status"] == "error" and "disk limit" in row["message"], row
+    assert not [name for name in os.listdir("/tmp") if name.startswith(MARKER)]
 
 
 def test_memorised_answers_fail_the_fresh_cases(attacked):

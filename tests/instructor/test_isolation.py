@@ -24,8 +24,8 @@ from test_gradescope import REPOSITORY, python_for_nobody
 MARKER = "course-lib-isolation-marker"
 
 # Run workers (argv[1]: a list of [mode, cells]; "PIDS" in a cell: the earlier workers' pids and
-# the results that are numbers),
-# then end each and print what it found, its user id, and what of that id is left.
+# the results that are numbers), then end each and print what it found, its user id, and what of
+# that id is left (outside the sandbox's own folder, which the judge removes).
 SCRIPT = r"""
 import json, os, sys, tempfile
 from pathlib import Path
@@ -58,7 +58,7 @@ with tempfile.TemporaryDirectory() as tmp:
         left = [p.pid for p in psutil.process_iter(["uids", "status"]) if uid is not None
                 and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
         files = [os.path.join(d, n) for top in isolation.SHARED_TMP for d, ds, fs in os.walk(top) for n in ds + fs
-                 if uid is not None and os.lstat(os.path.join(d, n)).st_uid == uid]
+                 if uid is not None and os.lstat(os.path.join(d, n)).st_uid == uid and not d.startswith(tmp)]
         out.append({"result": result, "uid": uid, "left": left, "files": files})
 print(json.dumps(out))
 """
@@ -163,7 +163,7 @@ def attempt(path, size, sparse):
         return 'written'
     except OSError as e:
         return e.strerror
-big = attempt('big', 2 * 2**30 + 2, True)                           # past the memory limit: RLIMIT_FSIZE
+big = attempt('big', {isolation.DISK_LIMIT} + 2, True)                     # past the disk limit: RLIMIT_FSIZE
 tmp = attempt('/tmp/{MARKER}', {isolation.SANDBOX_TMP} + 2**20, False)    # past the sandbox's /tmp
 shm = attempt('/dev/shm/{MARKER}', {isolation.SANDBOX_TMP} + 2**20, False)
 os.makedirs('/tmp/{MARKER}-folder', exist_ok=True)

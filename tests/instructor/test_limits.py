@@ -86,5 +86,6 @@ def test_kill_tree_kills_what_the_child_started(posix, request):
 
 
 def test_protections_say_what_this_machine_enforces(windows_like):
-    lines = limits.protections()
+    from course_lib.instructor.isolation import protections
+    lines = protections()
     assert "watched" in lines[0] and "watchdog thread" in lines[1]
