@@ -26,7 +26,7 @@ import importlib
 import sys
 import types
 
-__all__ = ["Solution", "HandedToLibrary", "watched"]
+__all__ = ["Solution", "HandedToLibrary", "equivalent", "watched"]
 
 _HINT = ("write the computation yourself (other course_lib functions may help): course_lib's "
          "version is there to compare with once yours passes")
@@ -71,6 +71,15 @@ class Solution:
         raise ImportError(f"no course_lib.{self.path}")
 
 
+def equivalent(path):
+    """A course_lib function that is not the exercise's solution but computes its answer inside
+    (cross-entropy's probabilities are a softmax): as much a library call, and as absent while
+    an exercise is graded. Each such function is listed, and tested, with its exercise."""
+    sol = Solution(path, what="which computes what this exercise asks you to write, inside it")
+    sol.equivalent = True
+    return sol
+
+
 def solutions(entries):
     """Solution objects for a checker's `library` (paths or Solutions), each kernel's NumPy
     twin added after it, and the compiled helpers of its module that a kernel written in
@@ -82,7 +91,9 @@ def solutions(entries):
         kernel = sol.path.removeprefix("kernels.")
         if kernel != sol.path and "." not in kernel:
             if hasattr(importlib.import_module("course_lib.kernels.numpy_ref"), kernel):
-                out.append(Solution("kernels.numpy_ref." + kernel))
+                out.append(Solution("kernels.numpy_ref." + kernel, what=f"the NumPy twin of {sol.name}, which "
+                                    "computes what this exercise asks you to write, inside it")
+                           if getattr(sol, "equivalent", False) else Solution("kernels.numpy_ref." + kernel))
             out += _helpers(sol)
     return out
 
@@ -97,8 +108,9 @@ def _helpers(sol):
     out = []
     for name in fn.__code__.co_names:
         if name.startswith("_") and _is_dispatcher(getattr(module, name, None)):
-            helper = Solution(f"{path}.{name}", what=f"the loops of {sol.name}, the kernel this exercise "
-                                                     f"asks you to write")
+            helper = Solution(f"{path}.{name}", what=f"the loops of {sol.name}, " + (
+                "which computes what this exercise asks you to write, inside it" if getattr(sol, "equivalent", False)
+                else "the kernel this exercise asks you to write"))
             helper.name = sol.name          # reported as the kernel it is part of
             out.append(helper)
     return out

@@ -10,9 +10,9 @@ result is wrong, the checker computes the usual mistakes and names the one that 
 """
 import numpy as np
 
-from ..config import ModelConfig
+from ..config import ACTIVATIONS, NORMS, POSITIONALS, ModelConfig
 from .core import case_rng, CheckFailed, as_array, call, checker, diagnose, expect_shape, stage
-from .library import Solution
+from .library import Solution, equivalent
 
 __all__ = ["check_param_count", "check_tied_embedding_grad"]
 
@@ -156,13 +156,31 @@ def _check_count(param_count, cfg, passed):
 _BASE = ModelConfig()     # the course model (deep_dive)
 
 
+def _random_configs(rng, n=3):
+    """Configurations with every size and switch drawn from rng (the grader's fresh cases draw
+    new ones: no table of counts learned from this checker passes)."""
+    out = []
+    for _ in range(n):
+        heads = int(rng.integers(1, 9))
+        out.append(ModelConfig(vocab_size=int(rng.integers(2, 200)), seq_len=int(rng.integers(1, 65)),
+                               d_model=heads * int(rng.integers(1, 17)), n_heads=heads,
+                               n_layers=int(rng.integers(0, 5)), d_ff=int(rng.integers(1, 257)),
+                               norm=NORMS[rng.integers(len(NORMS))],
+                               activation=ACTIVATIONS[rng.integers(len(ACTIVATIONS))],
+                               positional=POSITIONALS[rng.integers(len(POSITIONALS))],
+                               tie_embeddings=bool(rng.integers(2)), attn_bias=bool(rng.integers(2)),
+                               head_bias=bool(rng.integers(2))))
+    return out
+
+
 _BUILT = Solution("model.init_params", message="your function calls course_lib.init_params (as "
                   "cl.Transformer does): it builds the parameters this exercise asks you to count",
                   hint="count them from the configuration: the exercise is to know which "
                        "parameters a configuration makes, and their shapes")
 
 
-@checker("Exercise 7.3", "parameter count", library=["model.Transformer.n_params", _BUILT])
+@checker("Exercise 7.3", "parameter count", library=["model.Transformer.n_params", _BUILT,
+                                                     equivalent("io._expected_shapes")])
 def check_param_count(param_count):
     passed = []
     with stage("the course model"):
@@ -179,6 +197,8 @@ def check_param_count(param_count):
                       dict(vocab_size=31, seq_len=16, d_model=32, n_heads=8, n_layers=1, d_ff=50,
                            positional="none")):
             _check_count(param_count, ModelConfig(**sizes), passed)
+        for cfg in _random_configs(case_rng(7301)):
+            _check_count(param_count, cfg, passed)
     with stage("everything switched: a GPT-2 small"):
         _check_count(param_count, ModelConfig(vocab_size=50257, seq_len=1024, d_model=768, n_heads=12,
                                               n_layers=12, d_ff=3072, norm="pre", activation="gelu",

@@ -516,7 +516,7 @@ def _draw(fn, z, tau, k, rng):
 
 
 def _counts(fn, z, tau, k, seed, n=N_DRAWS):
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)      # the grader's fresh cases: other draws, which no table of ids foresaw
     counts = np.zeros(len(z))
     with np.errstate(all="ignore"):
         for _ in range(n):

@@ -101,6 +101,9 @@ def check_encode(fn):
     example = "Max(1,6,2)"
     ops = [f"{op}({a},{b},{c})" for op, (a, b, c) in
            zip(task.OPERATIONS, [(0, 9, 5), (3, 1, 4), (2, 7, 1), (8, 8, 3), (6, 0, 0)])]
+    rng = case_rng(1101)     # and problems at random (new ones in the grader's fresh cases)
+    ops += [f"{task.OPERATIONS[i]}({a},{b},{c})" for i, (a, b, c) in
+            zip(rng.integers(0, len(task.OPERATIONS), 5), rng.integers(0, 10, (5, 3)))]
     spaced = ["Min( 3, 3 ,7 )", " First (0,0,0)", "Last(9, 8, 7) ", "M a x(1,6,2)"]
     special = ["[EOS]", "[PAD][PAD]", "Max(1,6,2)[EOS]", "Second(4,4,4)[PAD]", ""]
     unknown = ["Sum(1,2,3)", "max(1,6,2)", "Max(1;6;2)", "Max(1,6,2)!"]
@@ -354,7 +357,9 @@ def _cubic_error_term(fn):
 
 
 def _accurate_on_sin_and_exp(fn):
-    cases = [(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7)] + [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0)]
+    rng = case_rng(1401)     # two points of each at random (new ones in the grader's fresh cases)
+    cases = ([(np.sin, np.cos, x) for x in (1.0, 2.5, -0.7, *rng.uniform(-3, 3, 2).round(4))] +
+             [(np.exp, np.exp, x) for x in (0.5, 3.0, -2.0, *rng.uniform(-2, 2, 2).round(4))])
     for f, df, x in cases:
         want = float(df(x))
         got = _number(call(fn, f, x), f"central_difference(np.{f.__name__}, {x})")

@@ -8,9 +8,9 @@ course_lib never loads the grader.
     sandbox.py            one notebook: starts its judge, against the notebook's time limit
     judge.py              the checkers, on stand-ins for the learner's functions
     worker.py             the learner's exercise cells, in a sandbox (isolation.py: bubblewrap,
-                          another user, or neither), on a course_lib without the exercise's
-                          solution (stripped.py); it talks with the judge over channel.py
-    limits.py             time and memory limits on Linux, macOS and Windows
+                          a user id of its own, or neither), on a course_lib without the
+                          exercise's solution (stripped.py); it talks with the judge over channel.py
+    limits.py             time, memory and disk limits on Linux, macOS and Windows
     gradescope_bundle.py  Gradescope's autograder bundle; gradescope.py runs it for each submission
     command.py            the grade command (python -m course_lib grade)
 """

@@ -19,9 +19,9 @@ markdown heading `### Exercise N.k: title`, then the stub/solution code cell(s),
 code cell that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with
 a status:
 
-    passed / failed / not done   what the checker found, on the notebook's cases, then (to pass)
-                                 on fresh random cases drawn for this run (stage "... (the
-                                 grader's fresh random cases)" when only those fail)
+    passed / failed / not done   what the checker found, its random cases drawn fresh for this
+                                 run; a failure as on the notebook's own cases (stage "... (the
+                                 grader's fresh random cases)" when only the fresh ones fail)
     library call                 the learner's function calls course_lib's own version of the
                                  exercise (the message names it), absent while grading: not a pass
     error                        the exercise's cells raised, or ran into the time or memory

@@ -12,9 +12,10 @@ exercise of the learner's notebook, in order:
       through the channel, and the functions it passes in (a gradient's f, a loop's backward)
       run here when the learner's code calls them.
 
-Then, if the checker passed and drew random cases, it runs again with random cases drawn from
-a secret seed (the checks' fresh cases, checks/core.py's case_rng): no answer table learned
-from the notebook's checker passes them. One JSON line per exercise on stdout as it ends
+The checker's random cases are drawn from a secret seed (the checks' fresh cases,
+checks/core.py's case_rng): no answer table learned from the notebook's checker passes them.
+Where they fail, the checker runs again on the notebook's own cases, so that the row reads as
+the notebook printed it (or, where only the fresh cases fail, says so). One JSON line per exercise on stdout as it ends
 ({"exercise", "status", "stage", "message"}); the worker of each exercise is killed when it
 ends (and at the notebook's time limit, counted from the judge's start).
 """
@@ -186,13 +187,18 @@ class _Judge:
         from ..checks import core
         with contextlib.redirect_stdout(io.StringIO()):
             drawn = core.generators_drawn()
-            result = checker(*fns)
+            # the random cases from a secret seed, which no learner's code has seen: they decide
+            with core.fresh_cases(secrets.randbits(62)):
+                result = checker(*fns)
             fresh = ""
-            # the same checks on cases no learner's code has seen (where the checker has random cases)
-            if result.passed and core.generators_drawn() > drawn:
-                with core.fresh_cases(secrets.randbits(62)):
-                    result = checker(*fns)
-                fresh = " (the grader's fresh random cases)"
+            # a failure, where the checker has random cases: the notebook's own, so that the row
+            # reads as the notebook printed it (unless only the fresh cases fail)
+            if not result.passed and core.generators_drawn() > drawn:
+                notebook = checker(*fns)
+                if notebook.passed:
+                    fresh = " (the grader's fresh random cases)"
+                else:
+                    result = notebook
         if result.passed:
             return "passed", "", ""
         status = ("library call" if result.library else "failed") if result.done else "not done"

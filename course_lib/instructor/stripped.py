@@ -8,7 +8,9 @@ What is left out:
 - every part an exercise's cells have no use for (KEPT lists the others): the checkers (their
   references; `checks` is an empty package), `yours`, the plots, the epilogue's `text`, the
   commands and the instructors' tools (but the worker and its channel);
-- the exercise's solutions (its checker's `library`: a kernel brings its NumPy twin), every
+- the exercise's solutions (its checker's `library`: a kernel brings its NumPy twin; the
+  functions that compute its answer under another name are listed there too, as
+  checks.library.equivalent), every
   function of the same module that they call (a kernel's helpers, such as softmax_row), and
   every function of course_lib that calls one of those (attention holds a softmax, the model
   holds attention): each body becomes `removed("course_lib.<path>")` (_solution_removed.py),

@@ -178,6 +178,38 @@ def test_calling_the_library_is_a_library_call(check, fns, name, capsys):
     assert result.message.startswith("your function calls ") and result.hint
 
 
+# ----- the answer read from another course_lib function (library.equivalent) ---------------
+
+def _dscores_backward(dy, y):
+    """Exercise 3.4 from attention's own softmax backward, which works in place on its first argument."""
+    d = np.array(dy, copy=True)
+    cl.kernels.attention._dscores(d, y, y.shape[-1], 1.0)
+    return d
+
+
+EQUIVALENTS = [   # (checker, a learner's function that passes without the rule, what the report names)
+    (checks.check_stable_softmax, lambda x: k.cross_entropy_forward(x, np.zeros(len(x), np.int64))[1],
+     "course_lib.kernels.cross_entropy_forward"),
+    (checks.check_stable_softmax, lambda x: (lambda e: e / e.sum(-1, keepdims=True))(
+        np.exp(x - twin.logsumexp(x)[:, None])), "course_lib.kernels.numpy_ref.logsumexp"),
+    (checks.check_softmax_backward, _dscores_backward, "course_lib.kernels.attention._dscores"),
+    (checks.check_param_count, lambda cfg: int(sum(np.prod(s) for s in cl.io._expected_shapes(cfg).values())),
+     "course_lib.io._expected_shapes"),
+]
+
+
+@pytest.mark.parametrize("check, fn, name", EQUIVALENTS, ids=[name.rsplit(".", 1)[1] for *_, name in EQUIVALENTS])
+def test_an_answer_read_from_another_function_is_a_library_call(check, fn, name, capsys):
+    """Cross-entropy's probabilities are a softmax, attention's score backward is a softmax
+    backward, io's expected shapes count the parameters: each is listed with its exercise, so
+    the checker names it here and the grader's sandbox holds none of it (test_stripped)."""
+    assert without_rule(check, fn).passed, capsys.readouterr().out
+    capsys.readouterr()
+    result = expect_reject(check, fn, capsys=capsys)
+    assert result.library == name, result
+    assert result.message == f"your function calls {name}, which computes what this exercise asks you to write, inside it"
+
+
 # exercises whose library call is named in the message, each passing with the watch turned off
 NAMED = {"5.1": (checks.check_layernorm_forward, [layernorm_forward]),
          "5.3": (checks.check_layernorm_backward, [layernorm_backward]),

@@ -137,31 +137,50 @@ def _only(nb, exercise):
     return nb
 
 
-def _memorised_softmax_notebook():
-    """Exercise 3.1 answered from a table of the notebook checker's own cases (learned at home by
-    running the checker on a spy): right on every case the notebook checks, wrong elsewhere."""
-    import io
+def _memorised(notebook, exercise, checker, spy, solution) -> nbformat.NotebookNode:
+    """The exercise's cells of `notebook`, its solution cell replaced by `solution`, which starts
+    with TABLE: what `spy` recorded while the notebook's checker ran on it (at home)."""
     import contextlib
+    import io
+    table = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert checker(lambda *args: spy(table, *args)).passed
+    source = nbformat.read(Path(grade.COURSE_NOTEBOOKS) / notebook, as_version=4)
+    ex = next(e for e in grade.expected_exercises(source) if e.name == exercise)
+    nb = nbformat.v4.new_notebook(metadata=source.metadata)
+    nb.cells = source.cells[ex.first_cell:ex.check_cell + 1]
+    next(c for c in nb.cells if "### BEGIN SOLUTION" in c.source).source = f"TABLE = {table!r}\n" + solution
+    return nb
+
+
+def _memorised_softmax_notebook():
+    """Exercise 3.1 answered from a table of the notebook checker's own cases: right on every
+    case the notebook checks, wrong elsewhere."""
     import course_lib as cl
     from course_lib.checks import reference
-    table = {}
 
-    def spy(x):
+    def spy(table, x):
         y = reference.softmax(x, axis=-1).astype(x.dtype)
         table[hashlib.sha1(x.tobytes() + str(x.shape).encode() + str(x.dtype).encode()).hexdigest()] = y.tolist()
         return y
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cl.checks.check_stable_softmax(spy).passed
-    source = nbformat.read(Path(grade.COURSE_NOTEBOOKS) / "03_single_head_attention.ipynb", as_version=4)
-    ex = next(e for e in grade.expected_exercises(source) if e.name == "Exercise 3.1")
-    nb = nbformat.v4.new_notebook(metadata=source.metadata)
-    nb.cells = source.cells[ex.first_cell:ex.check_cell + 1]
-    cell = next(c for c in nb.cells if "### BEGIN SOLUTION" in c.source)
-    cell.source = (f"import hashlib\nTABLE = {table!r}\n"
-                   "def softmax(x):\n"
-                   "    key = hashlib.sha1(x.tobytes() + str(x.shape).encode() + str(x.dtype).encode()).hexdigest()\n"
-                   "    return np.array(TABLE[key], dtype=x.dtype) if key in TABLE else np.full_like(x, 1 / x.shape[-1])\n")
-    return nb
+    return _memorised("03_single_head_attention.ipynb", "Exercise 3.1", cl.checks.check_stable_softmax, spy,
+                      "import hashlib\n"
+                      "def softmax(x):\n"
+                      "    key = hashlib.sha1(x.tobytes() + str(x.shape).encode() + str(x.dtype).encode()).hexdigest()\n"
+                      "    return np.array(TABLE[key], dtype=x.dtype) if key in TABLE else np.full_like(x, 1 / x.shape[-1])\n")
+
+
+def _memorised_count_notebook():
+    """Exercise 7.3 (a checker of fixed configurations until fresh ones were drawn) answered from
+    a table of the counts the notebook's checker asks for."""
+    import course_lib as cl
+    from course_lib.checks.stacking import _count
+
+    def spy(table, cfg):
+        table[repr(sorted(vars(cfg).items()))] = _count(cfg)
+        return _count(cfg)
+    return _memorised("07_stacking_and_output_head.ipynb", "Exercise 7.3", cl.checks.check_param_count, spy,
+                      "def param_count(cfg):\n    return TABLE.get(repr(sorted(vars(cfg).items())), 0)\n")
 
 
 def _grade_as_nobody(klass: Path, folder: Path) -> list[dict]:
@@ -207,6 +226,7 @@ def attacked(request, tmp_path_factory):
             "HONEST", repr(str(honest))).replace("NOTEBOOKS", repr(str(grade.COURSE_NOTEBOOKS)))
         write(nb, klass / name, "01_small.ipynb")
     write(_memorised_softmax_notebook(), klass / "memorised", "03_small.ipynb")
+    write(_memorised_count_notebook(), klass / "memorised", "07_small.ipynb")
     # links (git and tar keep them) to the honest learner's notebook, and to their folder
     (klass / "linked_notebook").mkdir()
     (klass / "linked_notebook" / "01_small.ipynb").symlink_to(honest)
@@ -262,8 +282,9 @@ def test_a_worker_that_fills_the_disk_is_stopped_and_its_files_are_gone(attacked
 
 def test_memorised_answers_fail_the_fresh_cases(attacked):
     _, rows, *_ = attacked
-    row = by_exercise(rows, "memorised")["Exercise 3.1"]
-    assert row["status"] == "failed" and row["stage"].endswith("(the grader's fresh random cases)"), row
+    for exercise in ("Exercise 3.1", "Exercise 7.3"):
+        row = by_exercise(rows, "memorised")[exercise]
+        assert row["status"] == "failed" and row["stage"].endswith("(the grader's fresh random cases)"), row
 
 
 def test_the_honest_learner_the_report_and_the_class_are_untouched(attacked):
@@ -319,8 +340,9 @@ def test_fresh_cases_differ_between_runs():
 
 
 def test_the_fresh_run_is_for_checkers_with_random_cases():
-    """The judge checks again on fresh cases only where the checker drew random ones: 1.2's checker
-    meets all 5,000 problems, the same in every run, so a second run would see nothing new."""
+    """The judge runs a failed checker again on the notebook's cases only where it drew random
+    ones: 1.2's checker meets all 5,000 problems, the same in every run, so its fresh run is the
+    notebook's."""
     import contextlib
     import io
     import course_lib as cl
