@@ -217,9 +217,10 @@ def clean_up(account: tuple[int, int]) -> None:
     """Kill every process of the worker's own user id, then (without bwrap, where /tmp is the
     machine's) remove every file and folder it owns in SHARED_TMP: nothing of one worker
     reaches a later one (another exercise's, another learner's)."""
-    kill_user(account[0])
-    if bwrap():
+    if bwrap():     # its PID namespace ends with it: what is left is on its way out, unseen by others
+        kill_user(account[0], wait=False)
         return
+    kill_user(account[0])
     for path, st in [found for top in SHARED_TMP for found in _owned(top, *account)]:
         with contextlib.suppress(OSError):
             if stat.S_ISDIR(st.st_mode):
@@ -268,10 +269,10 @@ def written(root: Path, account=None) -> int:
     return total
 
 
-def kill_user(uid: int) -> None:
-    """Kill every process of the user `uid` (a worker's own: nothing else runs as it), again
-    while any is left (one forking as it is killed), until none runs (5 s at most)."""
-    for _ in range(50):
+def kill_user(uid: int, wait: bool = True) -> None:
+    """Kill every process of the user `uid` (a worker's own: nothing else runs as it), and with
+    `wait` again while any is left (one forking as it is killed), until none runs (5 s at most)."""
+    for _ in range(50 if wait else 1):
         found = [p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"]
                  and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
         if not found:
@@ -279,7 +280,8 @@ def kill_user(uid: int) -> None:
         for p in found:
             with contextlib.suppress(psutil.Error):
                 p.kill()
-        psutil.wait_procs(found, timeout=0.1)
+        if wait:
+            psutil.wait_procs(found, timeout=0.1)
 
 
 def protections() -> list[str]:

@@ -226,6 +226,43 @@ def test_a_hostile_notebook_writes_nothing_outside_its_scratch_copy(layout, bund
     assert stat.S_IMODE((root / "results").stat().st_mode) == 0o755
 
 
+MARKER = "course-lib-gradescope-marker"
+# one attack in each exercise's cells (each runs in a worker of its own, one after another)
+ROUND_TWO = {
+    "Exercise 1.1": ("import os\nfor k in range(48):\n    try:\n"        # fill the disk
+                     f"        open('/tmp/{MARKER}-' + str(k), 'wb').write(bytes(2**25))\n"
+                     "    except OSError:\n        break\n"),
+    "Exercise 1.2": ("import subprocess, sys\n"                                 # outlive the worker
+                     f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{MARKER}'],"
+                     " start_new_session=True)\n"),
+    "Exercise 1.4": ("import os, signal, time\nstopped = 0\n"                  # stop the other workers
+                     "for pid in set(map(int, filter(str.isdigit, os.listdir('/proc')))) - {os.getpid()}:\n"
+                     "    try:\n        os.kill(pid, signal.SIGSTOP)\n        stopped += 1\n"
+                     "    except OSError:\n        pass\n"),
+    "Exercise 1.5": ("import os\nn = 0\ntry:\n    for _ in range(2000):\n"      # a swarm
+                     "        if os.fork() == 0:\n            import time; time.sleep(600); os._exit(0)\n"
+                     "        n += 1\nexcept OSError:\n    pass\n"),
+}
+
+
+def test_the_second_rounds_attacks_earn_nothing_and_leave_nothing(layout, bundle, python):
+    """As nobody's group without bubblewrap, as on Gradescope: a filled disk is stopped, a process
+    left behind, a swarm and signals to every process end with their worker, and each exercise
+    after them is graded as usual."""
+    if os.geteuid() != 0:
+        pytest.skip("the kernels run as another user only when the grader runs as root")
+    nb = student_notebook(small_notebook())[0]
+    for exercise, attack in ROUND_TWO.items():
+        _stub_cell(nb, exercise).source = attack + _stub_cell(nb, exercise).source
+    results, _ = run_autograder(layout, bundle, python, "round-two", {"01_tokens_and_task.ipynb": nb})
+    assert_valid(results)
+    outputs = [t["output"] for t in results["tests"]]
+    assert results["score"] == 0.0 and "disk limit" in outputs[0] and outputs[1:] == ["not done yet"] * 3, outputs
+    assert not [name for name in os.listdir("/tmp") if name.startswith(MARKER)]
+    import psutil
+    assert not [p for p in psutil.process_iter(["cmdline"]) if MARKER in " ".join(p.info["cmdline"] or [])]
+
+
 def test_a_link_to_someone_elses_notebook_is_not_graded(layout, bundle, python):
     """A link (git and zip keep them) to a classmate's notebook would be graded as the learner's."""
     elsewhere = write(small_notebook(), layout / "a classmate", "01_tokens_and_task.ipynb")

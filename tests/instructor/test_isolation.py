@@ -27,7 +27,7 @@ MARKER = "course-lib-isolation-marker"
 # the results that are numbers), then end each and print what it found, its user id, and what of
 # that id is left (outside the sandbox's own folder, which the judge removes).
 SCRIPT = r"""
-import json, os, sys, tempfile
+import json, os, sys, tempfile, time
 from pathlib import Path
 import psutil
 from course_lib.instructor import isolation
@@ -55,8 +55,12 @@ with tempfile.TemporaryDirectory() as tmp:
     for (process, account, _), result in zip(running, found):
         isolation.end(process, account)
         uid = account[0] if account else None
-        left = [p.pid for p in psutil.process_iter(["uids", "status"]) if uid is not None
-                and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+        for _ in range(50):        # (in bubblewrap, what is left is on its way out with its namespace)
+            left = [p.pid for p in psutil.process_iter(["uids", "status"]) if uid is not None
+                    and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+            if not left:
+                break
+            time.sleep(0.1)
         files = [os.path.join(d, n) for top in isolation.SHARED_TMP for d, ds, fs in os.walk(top) for n in ds + fs
                  if uid is not None and os.lstat(os.path.join(d, n)).st_uid == uid and not d.startswith(tmp)]
         out.append({"result": result, "uid": uid, "left": left, "files": files})
@@ -216,3 +220,30 @@ def test_workers_cannot_signal_each_other_and_leave_nothing_running(mode, shared
     assert first["left"] == [], first
     if mode == "user":         # (in bubblewrap the child's pid is its namespace's)
         assert not psutil.pid_exists(first["result"]) or psutil.Process(first["result"]).status() == "zombie"
+
+
+@pytest.mark.skipif(not isolation.as_root(), reason="--user needs root")
+def test_a_python_the_workers_cannot_run_is_one_line_before_grading(tmp_path, monkeypatch):
+    """A Python in a folder only root may read, or one without the course's packages for the
+    workers' user ids: `grade --user` says so at once (it answered every exercise with "the
+    sandbox ... ended: a crash, or killed for memory")."""
+    from course_lib.instructor import sandbox
+    hidden = tmp_path / "root-only"
+    hidden.mkdir(mode=0o700)
+    (hidden / "python").symlink_to(sys.executable)
+    bare = Path(tempfile.mkdtemp(prefix="bare-python-"))
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")   # (as python_for_nobody)
+    try:
+        bare.chmod(0o755)
+        cases = [(hidden / "python", "Permission denied")]
+        if system.exists():      # a Python every user may run, in a venv without the packages
+            subprocess.run([str(system), "-m", "venv", "--without-pip", str(bare / "venv")], check=True)
+            cases.append((bare / "venv" / "bin" / "python", "No module named 'numpy'"))
+        for python, says in cases:
+            monkeypatch.setattr(sys, "executable", str(python))
+            with pytest.raises(ValueError) as error:
+                sandbox.kernel_user("nobody")
+            assert says in str(error.value) and "install Python and the packages where every user can read them" \
+                in str(error.value) and "\n" not in str(error.value), error.value
+    finally:
+        shutil.rmtree(bare)
