@@ -54,6 +54,7 @@ _LAUNCHER = limits.launcher_code(
 
 SANDBOX_TMP = 64 * 2**20        # bytes of the bubblewrap sandbox's /tmp and of its /dev/shm (memory)
 DISK_LIMIT = 2**30              # bytes a worker may write on disk (limits.DiskWatch), each file too
+ENTRY = 4096                    # bytes `written` counts at least for a file or folder (its inode and block)
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")   # where any user may leave files, without bubblewrap
 FRESH_UIDS = range(2**30, 2**31 - 1)            # the user ids a worker may get (none an account's)
 # what a worker imports before any learner's code: a user who cannot import them cannot be one
@@ -251,15 +252,16 @@ def _owned(top: str, uid: int, gid: int):
 def written(root: Path, account=None) -> int:
     """Bytes on disk of what a worker may write: its sandbox folder `root` (its course_lib and
     scratch), and without bwrap the files its own user id has in SHARED_TMP."""
-    def on_disk(st):       # (Windows has no st_blocks: the file's length)
-        return st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    def on_disk(st):       # (Windows has no st_blocks: the file's length); every entry, an empty
+        # file or a folder too, costs the disk an inode and a block: ENTRY bytes at least
+        return max(st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size, ENTRY)
 
     def size(path, st):
         if not stat.S_ISDIR(st.st_mode):
             return on_disk(st)
         total = 0
         for folder, _, files in os.walk(path):
-            for name in files:
+            for name in [".", *files]:
                 with contextlib.suppress(OSError):
                     total += on_disk(os.lstat(os.path.join(folder, name)))
         return total
