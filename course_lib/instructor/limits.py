@@ -72,17 +72,40 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(family, timeout=5)
 
 
-class MemoryWatch:
+class _Watch:
+    """Kill the process tree of `pid` once `measure()` passes `limit` (`tripped` then says so),
+    read every `every` seconds in a thread of this process; `ended`: the errors measure() raises
+    once the process or its folder is gone."""
+
+    def __init__(self, pid: int, measure, limit: int, every: float, ended, name: str, active: bool = True):
+        self.tripped, self.active = False, active
+        self._pid, self._measure, self._limit, self._every, self._ended = pid, measure, limit, every, ended
+        self._stop = threading.Event()
+        if active:
+            threading.Thread(target=self._watch, name=name, daemon=True).start()
+
+    def _watch(self):
+        while not self._stop.wait(self._every):
+            try:
+                over = self._measure() > self._limit
+            except self._ended:
+                return
+            if over:
+                self.tripped = True
+                kill_tree(self._pid)
+                return
+
+    def stop(self):
+        self._stop.set()
+
+
+class MemoryWatch(_Watch):
     """Where the OS does not enforce RLIMIT_AS: kill the process tree of `pid` once its resident
     memory passes `limit` bytes (`tripped` then says so). A no-op where RLIMIT_AS works or limit <= 0."""
 
     def __init__(self, pid: int, limit: int, every: float = 0.1):
-        self.tripped = False
-        self._pid, self._limit, self._every = pid, limit, every
-        self._stop = threading.Event()
-        self.active = limit > 0 and not rlimit_as_works()
-        if self.active:
-            threading.Thread(target=self._watch, name="course_lib memory watch", daemon=True).start()
+        super().__init__(pid, self._memory, limit, every, psutil.Error, "course_lib memory watch",
+                         active=limit > 0 and not rlimit_as_works())
 
     def _memory(self) -> int:
         root = psutil.Process(self._pid)
@@ -92,45 +115,14 @@ class MemoryWatch:
                 total += process.memory_info().rss
         return total
 
-    def _watch(self):
-        while not self._stop.wait(self._every):
-            try:
-                over = self._memory() > self._limit
-            except psutil.Error:        # it has ended
-                return
-            if over:
-                self.tripped = True
-                kill_tree(self._pid)
-                return
 
-    def stop(self):
-        self._stop.set()
-
-
-class DiskWatch:
+class DiskWatch(_Watch):
     """Kill the process tree of `pid` once `measure()` (bytes it has written) passes `limit`
     (`tripped` then says so), read every `every` seconds: a quota on a file system the
     learner's workers share with the grader, which has none of its own."""
 
     def __init__(self, pid: int, measure, limit: int, every: float = 0.25):
-        self.tripped = False
-        self._pid, self._measure, self._limit, self._every = pid, measure, limit, every
-        self._stop = threading.Event()
-        threading.Thread(target=self._watch, name="course_lib disk watch", daemon=True).start()
-
-    def _watch(self):
-        while not self._stop.wait(self._every):
-            try:
-                over = self._measure() > self._limit
-            except OSError:             # its folder is gone: it has ended
-                return
-            if over:
-                self.tripped = True
-                kill_tree(self._pid)
-                return
-
-    def stop(self):
-        self._stop.set()
+        super().__init__(pid, measure, limit, every, OSError, "course_lib disk watch")
 
 
 @contextlib.contextmanager
