@@ -22,3 +22,4 @@ from .backprop import *  # noqa: F401,F403
 from .whole_model import *  # noqa: F401,F403
 from .training import *  # noqa: F401,F403
 from .text import *  # noqa: F401,F403
+from .architecture import Diagram, DiagramError, block_diagram, model_diagram  # noqa: F401
