@@ -4,6 +4,7 @@ course_lib never loads the grader.
     edition.py            the student edition: solutions replaced by stubs (python -m course_lib.edition)
     execute.py            store a notebook executed from a fresh kernel (python -m course_lib.instructor.execute)
     exercises.py          the exercises a notebook sets, read from its cells
+    route.py              each notebook's time and core path, from its cells (python -m course_lib.instructor.route)
     grade.py              grade a class: a report row per exercise
     sandbox.py            one notebook: starts its judge, against the notebook's time limit
     judge.py              the checkers, on stand-ins for the learner's functions

@@ -151,7 +151,7 @@ def _model_stations(cfg: ModelConfig, shown_blocks):
         if i is None:
             out.append(Station("gap", "..."))
             continue
-        last = " (only the scored rows)" if i == cfg.n_layers - 1 else ""
+        last = " (in the loss: scored rows only)" if i == cfg.n_layers - 1 else ""
         out.append(Station("block", f"block {i}  ({cfg.norm}-LN){last}",
                            (f"blocks.{i}.",), ("blocks",)))
     if cfg.norm == "pre" and cfg.use_layernorm:
@@ -319,10 +319,11 @@ def model_diagram(config=None, *, backward=False, highlight=None, max_blocks=4) 
     stations = _model_stations(config, shown)
     _verified(stations, params, saved)
     ys, top = _layout(stations)
-    fig = _canvas((6.4, 0.62 * (top + 0.9) + 0.3))
+    room = 0.9 if backward else 0.6      # the backward title has two lines
+    fig = _canvas((6.4, 0.62 * (top + room) + 0.3))
     with style():
         ax = fig.add_axes((0, 0, 1, 1))
-        ax.set_xlim(-0.2, 9.6), ax.set_ylim(-0.5, top + 0.9)
+        ax.set_xlim(-0.2, 9.6), ax.set_ylim(-0.5, top + room)
         ax.axis("off")
         _draw_column(ax, 4.6, stations, [], highlight, backward, w=6.2)
         if config.tie_embeddings:
@@ -332,7 +333,7 @@ def model_diagram(config=None, *, backward=False, highlight=None, max_blocks=4) 
             label = "tied: dE gets\nboth parts,\nadded" if backward else "tied: the\nsame E"
             ax.text(8.3, (ys[i] + ys[j]) / 2, label, ha="left", va="center", fontsize=7, color=edge)
         what = "backward:\ndlogits = p - onehot enters at the top" if backward else "forward"
-        ax.text(4.6, top + 0.8, f"the whole model ({L} blocks), {what}", ha="center", va="top",
+        ax.text(4.6, top + room - 0.1, f"the whole model ({L} blocks), {what}", ha="center", va="top",
                 fontsize=10, weight="bold", color=INK)
     direction = "Backward, top to bottom" if backward else "Forward, bottom to top"
     tied = "; the head is tied to the embedding E, so E's gradient has two parts that add" \

@@ -29,38 +29,41 @@ def station_groups(grads, n_layers):
     return labels, np.array(norms)
 
 
-def gradient_norms_by_station(norms, title, ax=None, *, figsize=(8, 3.6)) -> Figure:
-    """Notebook 10: gradient norm of each parameter group against the station, log y.
+PART_STYLES = {"attn": "-", "ffn": "--", "ln1": ":", "ln2": "-."}
 
-    norms: dict series label -> (station labels, norms); the stations in forward order
-    (embeddings left, head right). Series with different stations share the x axis by label.
+
+def gradient_norms_by_station(norms, title, ax=None, *, figsize=(9, 3.6)) -> Figure:
+    """Notebook 10: gradient norm of each parameter group against its depth, log y.
+
+    norms: dict series label -> (group labels, norms), as station_groups gives them. x is the
+    depth in forward order: the embeddings, block 0, ..., block L-1, then ln_f and the head; a
+    block's four groups are four lines (attn, ffn, ln1, ln2 by line style), so that a line's
+    slope is the change with depth, not with the size of a group.
     """
     fig = None
     if ax is None:
         fig = new_figure(figsize)
         ax = fig.subplots()
-    stations = []
-    for labels, _ in norms.values():
-        stations += [s for s in labels if s not in stations]
-    stations.sort(key=_station_key)
+    L = max((int(g.split(".")[0]) + 1 for labels, _ in norms.values() for g in labels
+             if g[0].isdigit()), default=0)
+    ends = {"embed": -1, "ln_f": L, "head": L + 1}
     with style():
         for k, (name, (labels, values)) in enumerate(norms.items()):
-            xs = [stations.index(s) for s in labels]
-            ax.plot(xs, values, "o-", color=PALETTE[k % len(PALETTE)], markersize=4, label=name)
+            colour = PALETTE[k % len(PALETTE)]
+            got = dict(zip(labels, values))
+            for part, ls in PART_STYLES.items():
+                xs = [i for i in range(L) if f"{i}.{part}" in got]
+                if xs:
+                    ax.plot(xs, [got[f"{i}.{part}"] for i in xs], ls, marker="o", markersize=3,
+                            color=colour, label=f"{name}, {part}")
+            end = [(ends[g], got[g]) for g in ends if g in got]
+            ax.plot(*zip(*end), "s", color=colour, markersize=5, label=f"{name}, embed / ln_f / head")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(stations)))
-        ax.set_xticklabels(stations, rotation=60, fontsize=7)
-        ax.set(title=title, xlabel="parameter group, forward order (the gradient flows right to left)",
+        ax.set_xticks([-1, *range(L), L, L + 1],
+                      ["embed", *(f"block {i}" for i in range(L)), "ln_f", "head"],
+                      rotation=45 if L > 4 else 0, fontsize=8)
+        ax.set(title=title, xlabel="depth, forward order (the gradient flows right to left)",
                ylabel="gradient norm")
-        ax.legend(frameon=False, fontsize=8)
+        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.grid(alpha=0.3)
     return fig if fig is not None else ax.figure
-
-
-def _station_key(label):
-    if label == "embed":
-        return (-1, 0)
-    if label in ("ln_f", "head"):
-        return (10 ** 6, label == "head")
-    i, part = label.split(".")
-    return (int(i), ("attn", "ln1", "ffn", "ln2").index(part))
