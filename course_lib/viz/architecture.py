@@ -214,7 +214,7 @@ def _layout(stations):
     return ys, y
 
 
-def _draw_column(ax, x, stations, forks, highlight, backward, w=5.2):
+def _draw_column(ax, x, stations, forks, highlight, backward, w=5.8):
     ys, top = _layout(stations)
     for k in range(len(stations) - 1):
         y0 = ys[k] + _edge(stations[k])
@@ -293,13 +293,13 @@ def block_diagram(config=None, *, norms=("post", "pre"), backward=False, highlig
         columns.append((norm, _verified(stations, own, saved), forks))
         alts.append(f"{norm}-LN block: " + _describe(stations, forks, backward))
     tops = [_layout(st)[1] for _, st, _ in columns]
-    fig = _canvas((4.6 * len(columns) + 0.3, 0.62 * max(tops) + 0.6))
+    fig = _canvas((5.0 * len(columns) + 0.7, 0.62 * max(tops) + 0.6))
     with style():
         ax = fig.add_axes((0, 0, 1, 1))
-        ax.set_xlim(-0.2, 7.0 * len(columns)), ax.set_ylim(-0.5, max(tops) + 0.2)
+        ax.set_xlim(-0.9, 7.6 * len(columns)), ax.set_ylim(-0.5, max(tops) + 0.2)
         ax.axis("off")
         for c, (norm, stations, forks) in enumerate(columns):
-            x = 7.0 * c + 3.9
+            x = 7.6 * c + 4.2
             ys, top = _draw_column(ax, x, stations, forks, highlight, backward)
             what = "backward: dy enters at the top" if backward else "forward"
             ax.text(x - 0.3, max(tops) - 0.05, f"{norm}-LN block, {what}", ha="center", va="top",

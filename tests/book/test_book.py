@@ -172,3 +172,25 @@ def test_every_page_works_offline_formulas_typeset_and_answers_collapsed(built_h
         assert pages_with_math >= 4 and pages_with_answers >= 3
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+
+
+# The pages that show the model drawn by cl.viz.architecture: the book's files, and cell outputs.
+DRAWN = {"intro": 2, "notebooks/03_single_head_attention": 1, "notebooks/05_residuals_and_layernorm": 1,
+         "notebooks/07_stacking_and_output_head": 2, "notebooks/10_backprop_whole_model": 2}
+
+
+def test_the_model_drawings_show_with_their_alt_text(built_html, browser):
+    """Each drawing of the model is an image that loaded (its natural width is not 0) and
+    describes itself in its alt text, on the introduction and on the notebook pages."""
+    from selenium.webdriver.common.by import By
+
+    for page, count in DRAWN.items():
+        browser.get((built_html / f"{page}.html").as_uri())
+        drawn = [img for img in browser.find_elements(By.CSS_SELECTOR, "img")
+                 if "architecture-" in (img.get_attribute("src") or "")
+                 or (img.get_attribute("alt") or "").startswith(("Forward, bottom to top",
+                                                                 "Backward, top to bottom"))]
+        assert len(drawn) == count, f"{page}: {len(drawn)} drawings of the model, expected {count}"
+        for img in drawn:
+            assert browser.execute_script("return arguments[0].naturalWidth", img) > 300, page
+            assert len(img.get_attribute("alt")) > 80, f"{page}: a drawing without a description"
