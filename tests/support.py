@@ -77,12 +77,11 @@ def notebook_asserts(notebook):
 
 def notebook_solutions(path, n_cells, names):
     """The notebook's solution cells (those holding `### BEGIN SOLUTION`), run in one namespace
-    that starts as `names`. -> (their sources, the namespace). Skips while the notebook is absent."""
+    that starts as `names`. -> (their sources, the namespace). A missing notebook fails: its
+    checker's tests would otherwise vanish with it."""
     import nbformat
-    import pytest
 
-    if not path.exists():
-        pytest.skip("notebook not written yet")
+    assert path.exists(), f"{path} is missing: these tests read the exercises' solutions from it"
     nb = nbformat.read(path, as_version=4)
     cells = [c.source for c in nb.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     assert len(cells) == n_cells

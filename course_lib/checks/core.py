@@ -27,7 +27,6 @@ import collections
 import contextlib
 import functools
 import inspect
-import json
 import os
 import traceback
 import warnings
@@ -76,6 +75,9 @@ def _shown(exercise, hint):
     return f"{hint}. {hint.formula} (hint 2 of 2)"
 
 
+LIBRARY_CALL = "library call"   # the status of a function that calls what it should compute
+
+
 class Result:
     """What a checker found: passed, the stage it stopped at, message and hint; library: the
     course_lib function the learner's function handed the exercise to, or None."""
@@ -88,6 +90,15 @@ class Result:
 
     def __bool__(self):
         return self.passed
+
+    @property
+    def status(self):
+        """The grade report's status: passed, failed, not done, or library call."""
+        if self.passed:
+            return "passed"
+        if not self.done:
+            return "not done"
+        return LIBRARY_CALL if self.library else "failed"
 
     def __repr__(self):
         state = "passed" if self.passed else ("not done" if not self.done else f"failed at {self.stage!r}")
@@ -110,28 +121,6 @@ def stage(name):
     yield
 
 
-RESULTS_ENV = "COURSE_LIB_RESULTS"
-LIBRARY_CALL = "library call"   # the status of a function that calls what it should compute
-
-
-def _record(result, title):
-    """Append the result as a JSON line to the file named by $COURSE_LIB_RESULTS, if set.
-
-    The grader (`python -m course_lib grade`) sets it for each notebook it runs, so that
-    grades come from the checkers themselves, not from printed text.
-    """
-    path = os.environ.get(RESULTS_ENV)
-    if not path:
-        return
-    status = "passed" if result.passed else ("not done" if not result.done else "failed")
-    if result.library:
-        status = LIBRARY_CALL
-    line = {"exercise": result.exercise, "title": title, "status": status, "stage": result.stage,
-            "message": result.message, "hint": result.hint, "library": result.library}
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
-
-
 def run_stages(fn, stages):
     """Run test(fn) for each (name, test) of `stages`, in order, each as a named stage."""
     for name, test in stages:
@@ -148,9 +137,7 @@ def checker(exercise, title, library=()):
     def wrap(body):
         @functools.wraps(body)
         def run(fn, *args, **kwargs):
-            result = _run(body, exercise, title, fn, args, kwargs, library)
-            _record(result, title)
-            return result
+            return _run(body, exercise, title, fn, args, kwargs, library)
         run.exercise, run.library = exercise, library
         return run
     return wrap

@@ -201,9 +201,8 @@ class _Judge:
                     result = notebook
         if result.passed:
             return "passed", "", ""
-        status = ("library call" if result.library else "failed") if result.done else "not done"
         message = result.message + (f" Hint: {result.hint}" if result.hint else "")
-        return status, (result.stage or "") + (fresh if result.stage else ""), message
+        return result.status, (result.stage or "") + (fresh if result.stage else ""), message
 
 
 def exercise_cells(nb) -> list[tuple[object, list[int]]]:

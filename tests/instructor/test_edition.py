@@ -357,7 +357,11 @@ def test_cells_a_stub_can_reach():
     assert cells_a_stub_can_reach(instructor, student) == [0, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
-@pytest.mark.skipif(not NOTEBOOKS, reason=f"no notebooks in {ROOT / 'notebooks'} yet")
+def test_the_course_notebooks_are_there():
+    """Without them the test below would have no cases, and pass by running none."""
+    assert len(NOTEBOOKS) == 12, [p.name for p in NOTEBOOKS]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_student_edition_of_course_notebook_runs(path, tmp_path):
     """No line of a solution is left; the stubs raise NotImplementedError, and the checkers
