@@ -220,22 +220,25 @@ def main():
                   f"{r['flops'] / med / 1e9:6.1f} GFLOP/s = {r['flops'] / med / 1e9 / peak:5.1%} of peak")
         for name in r["median"]:
             if not name.startswith("pytorch"):
-                print(f"  {name} speed-up (medians / minima):" + ",".join(
-                    f" vs {other} {r['median'][other] / r['median'][name]:.2f}x / {r['min'][other] / r['min'][name]:.2f}x"
-                    for other in r["median"] if other.startswith("pytorch")))
+                ratios = [(other, r["median"][other] / r["median"][name], r["min"][other] / r["min"][name])
+                          for other in r["median"] if other.startswith("pytorch")]
+                print(f"  {name} speed-up (medians / minima):"
+                      + ",".join(f" vs {other} {med:.2f}x / {low:.2f}x" for other, med, low in ratios))
     if not args.no_start:
         with tempfile.TemporaryDirectory() as cache:
             cold = child("tiny", cache)
             warm = child("tiny", cache)
         print(f"\nstart (tiny: import + first step): cold {cold.get('first', float('nan')):.2f} s "
-              f"(empty Numba cache), warm {warm.get('first', float('nan')):.2f} s (import {warm.get('import', 0):.2f} s)")
+              f"(empty Numba cache), warm {warm.get('first', float('nan')):.2f} s "
+              f"(import {warm.get('import', 0):.2f} s)")
     if not args.no_memory:
+        numba_cache = os.environ.get("NUMBA_CACHE_DIR", tempfile.gettempdir() + "/course_lib_numba")
         for size in args.sizes:
             if size == "tiny":
                 continue
-            m = child(size, os.environ.get("NUMBA_CACHE_DIR", tempfile.gettempdir() + "/course_lib_numba"))
+            m = child(size, numba_cache)
             print(f"peak memory, {size} step: {m.get('rss_gb', float('nan')):.2f} GB")
-        m = child("gpt2-small", os.environ.get("NUMBA_CACHE_DIR", tempfile.gettempdir() + "/course_lib_numba"), seq=1024)
+        m = child("gpt2-small", numba_cache, seq=1024)
         if "error" in m:
             print(f"GPT-2 small, B 1, T 1024: failed: {m['error']}")
         else:

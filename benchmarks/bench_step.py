@@ -28,7 +28,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=30, help="interleaved rounds (default 30)")
     ap.add_argument("--inner", type=int, default=10, help="steps per timed round (default 10)")
-    ap.add_argument("--blas-threads", default="1", help="OpenBLAS threads for NumPy/SciPy (default 1; use --blas-threads=N)")
+    ap.add_argument("--blas-threads", default="1",
+                    help="OpenBLAS threads for NumPy/SciPy (default 1; use --blas-threads=N)")
     args = ap.parse_args()
     with started(make_round, ["course_lib", "pytorch"], "tiny", {"batch": args.batch}) as workers:
         if "pytorch" not in workers:

@@ -65,7 +65,8 @@ class ModelConfig:
         for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS),
                               ("positional", POSITIONALS), ("dtype", DTYPES)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is unknown; allowed: {', '.join(allowed)}")
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is unknown; "
+                                 f"allowed: {', '.join(allowed)}")
         for name in ("causal", "tie_embeddings", "attn_bias", "head_bias",
                      "use_attention", "use_ffn", "use_residual", "use_layernorm"):
             if not isinstance(getattr(self, name), bool):

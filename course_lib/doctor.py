@@ -86,7 +86,8 @@ def read_pins(path: Path, environment: dict | None = None) -> dict[str, str]:
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#")[0].strip()
         requirement, _, marker = line.partition(";")
-        if "==" in requirement and not line.startswith("-") and (not marker.strip() or Marker(marker).evaluate(environment)):
+        applies = not marker.strip() or Marker(marker).evaluate(environment)
+        if "==" in requirement and not line.startswith("-") and applies:
             name, version = requirement.split("==", 1)
             pins[canonicalize_name(name.strip())] = version.strip()
     return pins

@@ -81,7 +81,8 @@ class Transformer:
 
     def __init__(self, config, seed=0, recompute=False, backend="numba"):
         if not isinstance(config, ModelConfig):
-            raise TypeError(f"Transformer needs a ModelConfig (e.g. cl.presets.deep_dive()), got {type(config).__name__}")
+            raise TypeError(f"Transformer needs a ModelConfig (e.g. cl.presets.deep_dive()), "
+                            f"got {type(config).__name__}")
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}, or a learner's "
                              f"backend from course_lib.yours")

@@ -129,7 +129,8 @@ class Optimizer:
     def _check_grads(self, grads):
         """The gradients as a tuple of flat arrays, in the order and dtype of params."""
         if not isinstance(grads, dict):
-            raise TypeError(f"grads must be a dict name -> array (as model.backward() returns), got {type(grads).__name__}")
+            raise TypeError(f"grads must be a dict name -> array (as model.backward() returns), "
+                            f"got {type(grads).__name__}")
         if grads.keys() != self.params.keys():
             missing = [k for k in self.params if k not in grads]
             extra = [k for k in grads if k not in self.params]

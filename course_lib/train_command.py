@@ -30,7 +30,8 @@ def configure(t):
     t.add_argument("--batch-size", type=int, default=32, help="problems per step")
     t.add_argument("--optimizer", choices=sorted(optim.OPTIMIZERS), default="adam", help="optimiser")
     t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    t.add_argument("--weight-decay", type=float, default=0.0, help="weight decay (L2 for adam/sgd, decoupled for adamw)")
+    t.add_argument("--weight-decay", type=float, default=0.0,
+                   help="weight decay (L2 for adam/sgd, decoupled for adamw)")
     t.add_argument("--momentum", type=float, default=0.9, help="momentum (sgd only)")
     t.add_argument("--schedule", choices=sorted(optim.SCHEDULES), default="warmup_cosine",
                    help="learning-rate schedule")
@@ -149,7 +150,8 @@ def cmd_train(args):
                          progress=not args.no_progress)
     except train.TrainingDiverged as e:
         saved = _mtime(args.out) not in (None, before)    # fit checkpointed an epoch before diverging
-        raise train.TrainingDiverged(f"{e} ({f'the best model before that is saved in {args.out}' if saved else 'nothing saved'})") from None
+        kept = f"the best model before that is saved in {args.out}" if saved else "nothing saved"
+        raise train.TrainingDiverged(f"{e} ({kept})") from None
     if hist.best_epoch < 0:
         print(f"interrupted after {count(len(hist.step), 'step')}, before the first epoch ended: nothing saved"
               + (f" ({args.out} is unchanged)" if replaced is not None else ""))

@@ -164,7 +164,8 @@ def _backward_mistakes(dout, x, W1, W2, z, h):
     ]
     dh = dout @ W2.T
     dz = dh * (z > 0)
-    dh_t = lambda: (dout @ W2) * (z > 0)           # W2 not transposed (square W2 only)
+    def dh_t():                                    # W2 not transposed (square W2 only)
+        return (dout @ W2) * (z > 0)
     # the mask mistakes change every gradient that comes after the ReLU (dx, dW1, db1)
     m = {name: [] for name in _BWD_NAMES}
     for j, name in enumerate(("dx", "dW1", "db1")):

@@ -523,7 +523,8 @@ def _gradient_by_hand(fn):
                                "error O(h): use x[i] + h and x[i] - h, divided by 2h"),
         (np.array([7.5, 3.0]), "this is the backward difference (f(x) - f(x - h)) / h: "
                                "use x[i] + h and x[i] - h, divided by 2h"),
-    ] + _formula_mistakes(want, 0.5, atol=1e-12), "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
+    ] + _formula_mistakes(want, 0.5, atol=1e-12),
+       "for f = x0^2 + 3 x0 x1 at x = (1, 2) the gradient is (2 x0 + 3 x1, 3 x0) = (8, 3), "
        "and a central difference is exact for a quadratic", what="numerical_gradient(f, x, "
        "h=0.5) for f = x0^2 + 3 x0 x1 at x = (1, 2)", rtol=1e-9, atol=1e-12)
 

@@ -34,8 +34,9 @@ a wrong result is compared with the usual mistakes, and the hint names the one i
 
 import numpy as np
 
-from .core import (case_rng, CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite, expect_float64,
-                   expect_shape, foreign_array, low_precision, learner_helpers, short_repr, show_digits, stage, tiered)
+from .core import (case_rng, CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite,
+                   expect_float64, expect_shape, foreign_array, low_precision, learner_helpers, short_repr,
+                   show_digits, stage, tiered)
 from .library import Solution
 from .reference import adam_moments, adam_step
 
@@ -175,7 +176,8 @@ def _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps):
          "this is Keras's Adam (and the Adam paper's 'efficient' form): lr_t = lr * sqrt(1 - "
          "beta2 ** t) / (1 - beta1 ** t), param - lr_t * m / (sqrt(v) + eps). It adds eps to "
          "sqrt(v) before v's bias correction, which is this course's formula with eps / sqrt(1 - "
-         "beta2 ** t) for eps (about 32 times larger at t = 1 with beta2 = 0.999). The course, like PyTorch, adds eps to "
+         "beta2 ** t) for eps (about 32 times larger at t = 1 with beta2 = 0.999). The course, "
+         "like PyTorch, adds eps to "
          "sqrt(v_hat): param - lr * m_hat / (sqrt(v_hat) + eps)"),
         (lambda: p - lr * mh / (vh + eps), "the square root of v_hat is missing in the "
                                           "denominator"),

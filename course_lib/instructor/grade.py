@@ -171,7 +171,8 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
             nb = nbformat.read(path, as_version=4)
         except Exception as err:  # nbformat raises several kinds for a broken file
             first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
-            return whole_notebook("error", f"not a readable notebook ({type(err).__name__}{': ' + first if first else ''})")
+            detail = f"{type(err).__name__}{': ' + first if first else ''}"
+            return whole_notebook("error", f"not a readable notebook ({detail})")
         try:
             calls = {e[0]: e[2] for e in expected if len(e) > 2} if expected is not None else None
             outcome = sandbox.run_notebook(path, calls, timeout=timeout, memory=memory, user=user,

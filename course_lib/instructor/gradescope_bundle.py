@@ -45,7 +45,8 @@ grep -v '^-e' "$SOURCE/requirements.txt" > "$ROOT/requirements-pinned.txt"
 "$ROOT/venv/bin/python" -m course_lib doctor || true
 # the learners' code runs as nobody: the bundle and the installed course_lib (its checkers and
 # solutions) are root's alone; nobody imports the sandbox's copy, without the solutions
-chmod -R go-rwx "$SOURCE" "$("$ROOT/venv/bin/python" -c 'import course_lib, os; print(os.path.dirname(course_lib.__file__))')"
+INSTALLED="$("$ROOT/venv/bin/python" -c 'import course_lib, os; print(os.path.dirname(course_lib.__file__))')"
+chmod -R go-rwx "$SOURCE" "$INSTALLED"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash

@@ -97,7 +97,8 @@ def resume() -> None:
 
 
 def _valid(row) -> bool:
-    return (isinstance(row, dict) and all(isinstance(row.get(k), str) for k in ("exercise", "status", "stage", "message")))
+    return isinstance(row, dict) and all(isinstance(row.get(k), str)
+                                         for k in ("exercise", "status", "stage", "message"))
 
 
 def _read_rows(stream, into: queue.Queue, workers: list) -> None:

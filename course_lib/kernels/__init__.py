@@ -32,6 +32,16 @@ from .linear import linear_backward, linear_forward
 from .residual import residual_backward, residual_forward
 from .softmax import softmax_backward, softmax_forward
 
+__all__ = [
+    "get_num_threads", "set_num_threads",
+    "gelu_backward", "gelu_forward", "relu_backward", "relu_forward",
+    "attention_backward", "attention_forward", "attention_rows_backward", "attention_rows_forward",
+    "IGNORE", "cross_entropy_backward", "cross_entropy_forward", "scored_rows",
+    "embedding_backward", "embedding_forward", "first_out_of_range", "sinusoidal_table",
+    "layernorm_backward", "layernorm_forward", "linear_backward", "linear_forward",
+    "residual_backward", "residual_forward", "softmax_backward", "softmax_forward",
+]
+
 _keep_freed_memory()   # once, for the whole process: see _fast/memory.py
 _shorten_spin(_NUMPY_BLAS)   # and _fast/spin.py
 _limit_blas()       # COURSE_LIB_NUM_THREADS and the like: see _fast/threads.py

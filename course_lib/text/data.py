@@ -87,7 +87,8 @@ def read_text(path, seq_len):
     need = min_chars(seq_len)
     if len(text) < need:
         raise TextError(f"{path!r} is too short: {count(len(text), 'character', fmt=',')}; a context of "
-                        f"{count(seq_len, 'character')} needs at least {need:,} ({HELD_OUT:.0%} of them held out for validation)")
+                        f"{count(seq_len, 'character')} needs at least {need:,} "
+                        f"({HELD_OUT:.0%} of them held out for validation)")
     return text
 
 

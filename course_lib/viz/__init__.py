@@ -3,7 +3,8 @@
 - figures: the course style, `new_figure`, `heatmap`, `line_plot`, gradient-check maps;
 - widgets: `slider_plot` / `widget_plot`, a live ipywidgets plot in Jupyter that also works
   in the built book without a kernel (its script is `slider.js`);
-- architecture: the model drawn from its configuration, `block_diagram` and `model_diagram`;
+- architecture: the model drawn from its configuration, `block_diagram` and `model_diagram`
+  (stations: what they draw, checked against the model's own names);
 - tokens, embeddings, attention, multihead, layernorm, feedforward, stacking, loss,
   backprop, whole_model, training: the plots of notebooks 01 to 11, one module each.
 """

@@ -47,7 +47,8 @@ def _curves(ax, hs, errors, h_mark=None):
 
 def gradcheck_step_plot(hs, errors, guides, title, *, figsize=(6.8, 4.2)) -> Figure:
     """Relative error of a whole numerical gradient against the step h, log-log; a star on
-    each curve's minimum (when it lies inside the range of h), a dotted line at 1e-6 (above it a float64 check calls a gradient wrong).
+    each curve's minimum (when it lies inside the range of h), a dotted line at 1e-6 (above it a
+    float64 check calls a gradient wrong).
 
     errors: dict label -> rel. error per h; guides: dict label -> predicted error per h (thin).
     """

@@ -180,7 +180,8 @@ class WidgetPlot:
             f'<div class="clwp" id="{uid}" style="display:inline-block;background:#fff;color:#111;'
             f'padding:6px 8px;border-radius:4px;font-family:sans-serif;font-size:14px">'
             + "".join(rows)
-            + f'<img class="clwp-frame" data-frame="{flat0}" alt="{alt}" style="max-width:100%;height:auto;display:block" '
+            + f'<img class="clwp-frame" data-frame="{flat0}" alt="{alt}" '
+            'style="max-width:100%;height:auto;display:block" '
             f'src="data:image/png;base64,{first}">'
             f'<script type="application/json" class="clwp-data">{payload}</script>'
             f"<script>{script}</script></div>")

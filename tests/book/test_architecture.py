@@ -9,7 +9,7 @@ import matplotlib
 import pytest
 
 import course_lib as cl
-from course_lib.viz import architecture
+from course_lib.viz import architecture, stations
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = {
@@ -35,14 +35,14 @@ def test_every_config_draws_with_names_the_model_has(name, backward):
 
 
 def test_a_station_the_model_does_not_have_fails(monkeypatch):
-    real = architecture._block_stations
+    real = stations.block_stations
 
     def renamed(cfg):
-        stations, forks = real(cfg)
-        stations[1].saved = ("attn.scores",)        # block.py keeps attn.weights, not this
-        return stations, forks
+        drawn, forks = real(cfg)
+        drawn[1].saved = ("attn.scores",)           # block.py keeps attn.weights, not this
+        return drawn, forks
 
-    monkeypatch.setattr(architecture, "_block_stations", renamed)
+    monkeypatch.setattr(stations, "block_stations", renamed)
     with pytest.raises(cl.viz.DiagramError, match="attn.scores"):
         cl.viz.block_diagram()
 

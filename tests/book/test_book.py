@@ -92,7 +92,8 @@ def test_notebook_pages_show_exercises_with_collapsed_solutions(built_html):
                     for m in re.finditer(r"^#+ (Exercise \d+\.\d+)", "".join(c["source"]), re.M)]
         solutions = [c for c in cells if c["cell_type"] == "code" and "### BEGIN SOLUTION" in "".join(c["source"])]
         assert len(solutions) >= 2 and len(headings) >= len(solutions), (nb, headings, len(solutions))
-        assert all("hide-input" in c["metadata"].get("tags", []) for c in solutions), f"{nb}: a solution is not collapsed"
+        assert all("hide-input" in c["metadata"].get("tags", []) for c in solutions), (
+            f"{nb}: a solution is not collapsed")
         page = (built_html / f"{nb}.html").read_text(encoding="utf8")
         missing = [h for h in headings if h not in page]
         assert not missing, f"{nb}: exercises missing from the built page: {missing}"

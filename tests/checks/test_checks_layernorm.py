@@ -109,7 +109,7 @@ def test_in_place_is_rejected(check, fn, name, capsys):
         return out
 
     result, _out = run_check(check, in_place, capsys)
-    assert not result.passed and f"`a`" in result.message and "in place" in result.message
+    assert not result.passed and "`a`" in result.message and "in place" in result.message
 
 
 @pytest.mark.parametrize("check, fn", CHECKERS)

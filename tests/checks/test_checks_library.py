@@ -206,7 +206,8 @@ def test_an_answer_read_from_another_function_is_a_library_call(check, fn, name,
     capsys.readouterr()
     result = expect_reject(check, fn, capsys=capsys)
     assert result.library == name, result
-    assert result.message == f"your function calls {name}, which computes what this exercise asks you to write, inside it"
+    assert result.message == (f"your function calls {name}, which computes what this exercise asks you "
+                              "to write, inside it")
 
 
 # exercises whose library call is named in the message, each passing with the watch turned off

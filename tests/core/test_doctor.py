@@ -58,7 +58,8 @@ def test_unwritable_numba_cache_names_the_fix(tmp_path):
 
 def test_wrong_pinned_version_names_the_fix(tmp_path, monkeypatch):
     pins = tmp_path / "requirements.txt"
-    pins.write_text("# pinned\nnumpy==0.0.1 ; python_full_version >= '3.11'\nnumpy==0.0.2 ; python_full_version < '3.11'"
+    pins.write_text("# pinned\nnumpy==0.0.1 ; python_full_version >= '3.11'\n"
+                    "numpy==0.0.2 ; python_full_version < '3.11'"
                     f"\nthreadpoolctl=={doctor._version('threadpoolctl')}\nnot-a-real-tool==1.0\n-e .\n")
     listed = {**doctor.direct_dependencies(), "not-a-real-tool": "book"}
     monkeypatch.setattr(doctor, "direct_dependencies", lambda: listed)

@@ -139,7 +139,8 @@ def saved(tmp_path_factory):
 
 def test_shape_that_does_not_fit_the_config_is_refused(saved, tmp_path):
     bad = rewrite(saved / "model_only.npz", tmp_path / "short_head.npz", param__head_DOT_b=np.zeros(10, np.float32))
-    with pytest.raises(io.CheckpointError, match=r"short_head\.npz.*'head\.b' has shape \(10,\), its config needs \(20,\)"):
+    with pytest.raises(io.CheckpointError,
+                       match=r"short_head\.npz.*'head\.b' has shape \(10,\), its config needs \(20,\)"):
         io.load(bad)
 
 

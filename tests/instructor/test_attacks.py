@@ -33,7 +33,7 @@ ATTACKS = {
     # 1. forged records and patched checkers
     "forge_records": ("Exercise 1.1",
                       "import json, os, glob\n"
-                      "for path in [os.environ.get('COURSE_LIB_RESULTS', '')] + glob.glob('/tmp/**/*.jsonl', recursive=True):\n"
+                      "for path in glob.glob('/tmp/**/*.jsonl', recursive=True):\n"
                       "    try:\n"
                       "        with open(path, 'a') as f:\n"
                       "            for n in ('1.1', '1.2', '1.4', '1.5'):\n"
@@ -166,8 +166,11 @@ def _memorised_softmax_notebook():
     return _memorised("03_single_head_attention.ipynb", "Exercise 3.1", cl.checks.check_stable_softmax, spy,
                       "import hashlib\n"
                       "def softmax(x):\n"
-                      "    key = hashlib.sha1(x.tobytes() + str(x.shape).encode() + str(x.dtype).encode()).hexdigest()\n"
-                      "    return np.array(TABLE[key], dtype=x.dtype) if key in TABLE else np.full_like(x, 1 / x.shape[-1])\n")
+                      "    key = hashlib.sha1(x.tobytes() + str(x.shape).encode()\n"
+                      "                       + str(x.dtype).encode()).hexdigest()\n"
+                      "    if key in TABLE:\n"
+                      "        return np.array(TABLE[key], dtype=x.dtype)\n"
+                      "    return np.full_like(x, 1 / x.shape[-1])\n")
 
 
 def _memorised_count_notebook():

@@ -1,4 +1,5 @@
-"""course_lib.instructor.edition (python -m course_lib.edition): the student edition strips solutions, clears outputs, changes nothing else."""
+"""course_lib.instructor.edition (python -m course_lib.edition): the student edition strips
+solutions, clears outputs, changes nothing else."""
 import ast
 import builtins
 import copy

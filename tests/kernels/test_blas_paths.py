@@ -78,7 +78,8 @@ def test_the_fallback_names_mixed_dtypes_as_the_cblas_path_does(product):
     two dtypes does not even compile there)."""
     a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float64)
     args = (a, b) if product == "_matmul_numba" else (a, b, np.empty((2, 4), np.float32))
-    with pytest.raises(ValueError, match="matmul: a is float32 but b is float64: the arrays of one call need one dtype"):
+    with pytest.raises(ValueError,
+                       match="matmul: a is float32 but b is float64: the arrays of one call need one dtype"):
         getattr(blas, product)(*args)
 
 

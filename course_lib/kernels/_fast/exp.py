@@ -9,7 +9,8 @@ it is within 2 ulps of the true value (most within 0.5).
     2^k is built from its bits: the biased exponent k + bias shifted into place.
 
 Overflow gives inf and NaN stays NaN, as in NumPy; a result that would be subnormal
-(below ~1e-38 in float32, ~1e-308 in float64) is flushed to 0. Call `exp(x)` on a float32 or float64 scalar from a kernel.
+(below ~1e-38 in float32, ~1e-308 in float64) is flushed to 0. Call `exp(x)` on a float32 or
+float64 scalar from a kernel.
 """
 import math
 
