@@ -13,10 +13,13 @@ matches, so the hint points at the actual bug. Float64 cases are compared at flo
 precision: a result computed or accumulated in float32 fails with a hint that names the
 dtype.
 """
+import dataclasses
+
 import numpy as np
 
 from ..task import encode
-from .core import case_rng, call, checker, diagnose, expect_shape, stage
+from .cases import Case, Output, Spec, Stage, run_cases
+from .core import case_rng, checker
 
 __all__ = ["check_embed", "check_embed_backward", "check_sinusoidal"]
 
@@ -28,16 +31,9 @@ def _int_tokens(array):
 _TIGHT = dict(rtol=1e-10, atol=1e-12)   # float64 cases: float32 rounding (~6e-8) fails
 
 
-def _compare(out, expected, mistakes, default_hint, rtol=_TIGHT["rtol"], atol=_TIGHT["atol"]):
-    return diagnose(out, expected, mistakes, default_hint, rtol=rtol, atol=atol)
-
-
 # ----------------------------------------------------------------------------------------
 # Exercise 2.1: the lookup
 # ----------------------------------------------------------------------------------------
-
-_LOOKUP_HINT = "row (b, t) of the result must be E[tokens[b, t]]: index the rows of E with the token ids"
-
 
 def _lookup_mistakes(tokens, E):
     return [
@@ -49,48 +45,41 @@ def _lookup_mistakes(tokens, E):
     ]
 
 
+LOOKUP = Spec(Output(
+    "your result", want=lambda tokens, E: E[tokens].astype(float), mistakes=_lookup_mistakes,
+    hint="row (b, t) of the result must be E[tokens[b, t]]: index the rows of E with the token ids",
+    shape_hint="tokens (B, T) and E (V, C) give x of shape (B, T, C): one row of E, of length C, per token",
+    **_TIGHT))
+
+
 @checker("Exercise 2.1", "embedding lookup", library=["kernels.embedding_forward"])
 def check_embed(fn):
     rng = case_rng(21)
-    with stage("shapes"):
-        tokens = _int_tokens([[1, 0, 4], [3, 3, 2]])
-        E = rng.standard_normal((5, 4))
-        out = call(fn, tokens, E)
-        expect_shape(out, (2, 3, 4), hint="tokens (B, T) and E (V, C) give x of shape (B, T, C): "
-                                          "one row of E, of length C, per token")
-    with stage("hand-checkable case"):
-        E = np.arange(16, dtype=float).reshape(4, 4)  # row v is [4v, 4v + 1, 4v + 2, 4v + 3]
-        tokens = _int_tokens([[2, 0, 3]])
-        out = call(fn, tokens, E)
-        _compare(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
-    with stage("random cases"):
-        for B, T, V, C in ((4, 8, 20, 16), (3, 5, 7, 2), (2, 2, 9, 6)):
-            tokens = _int_tokens(rng.integers(0, V, (B, T)))
-            E = rng.standard_normal((V, C))
-            out = call(fn, tokens, E)
-            _compare(out, E[tokens], _lookup_mistakes(tokens, E), _LOOKUP_HINT)
-    with stage("edge cases: ids 0 and V-1, repeated tokens, one token, float32 table"):
-        E = rng.standard_normal((20, 64)).astype(np.float32)
-        for text in ("Max(1,1,1)", "[PAD][PAD],,", ","):
-            tokens = _int_tokens([encode(text)])
-            out = call(fn, tokens, E)
-            _compare(out, E[tokens].astype(float), _lookup_mistakes(tokens, E), _LOOKUP_HINT)
+    float32 = rng.standard_normal((20, 64)).astype(np.float32)
+    run_cases(fn, LOOKUP, [
+        Stage("shapes", [(_int_tokens([[1, 0, 4], [3, 3, 2]]), rng.standard_normal((5, 4)))], values=False),
+        # row v is [4v, 4v + 1, 4v + 2, 4v + 3]
+        Stage("hand-checkable case", [(_int_tokens([[2, 0, 3]]), np.arange(16, dtype=float).reshape(4, 4))]),
+        Stage("random cases", [(_int_tokens(rng.integers(0, V, (B, T))), rng.standard_normal((V, C)))
+                               for B, T, V, C in ((4, 8, 20, 16), (3, 5, 7, 2), (2, 2, 9, 6))]),
+        Stage("edge cases: ids 0 and V-1, repeated tokens, one token, float32 table",
+              [(_int_tokens([encode(text)]), float32) for text in ("Max(1,1,1)", "[PAD][PAD],,", ",")]),
+    ])
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 2.2: the backward of the lookup, a scatter-add
+# Exercise 2.3: the backward of the lookup, a scatter-add
 # ----------------------------------------------------------------------------------------
 
 _OVERWRITE_HINT = ("a repeated token must ADD its gradients, not overwrite them: `dE[tokens] = dX` and "
                    "`dE[tokens] += dX` both keep only one of the repeats (fancy-index assignment is "
                    "buffered); add one position at a time (a loop over b and t with +=), or use "
                    "np.add.at(dE, tokens, dX), NumPy's unbuffered add")
-_SCATTER_HINT = "dE[v] is the sum of dX[b, t] over every (b, t) whose token is v; rows of unused tokens are 0"
 
 
 def _scatter_add(tokens, dX, V):
     dE = np.zeros((V, dX.shape[-1]))
-    np.add.at(dE, tokens, dX)
+    np.add.at(dE, tokens, np.asarray(dX, dtype=float))
     return dE
 
 
@@ -101,6 +90,7 @@ def _overwrite(tokens, dX, V):
 
 
 def _backward_mistakes(tokens, dX, V):
+    dX = np.asarray(dX, dtype=float)
     return [
         (lambda: _overwrite(tokens, dX, V), _OVERWRITE_HINT),
         (lambda: _scatter_add(tokens[:1], dX[:1], V),
@@ -111,49 +101,42 @@ def _backward_mistakes(tokens, dX, V):
     ]
 
 
-def _check_backward_case(fn, tokens, dX, V):
-    out = call(fn, tokens, dX, V)
-    expect_shape(out, (V, dX.shape[-1]), hint="dE has the shape of E: (V, C)")
-    return _compare(out, _scatter_add(tokens, dX, V), _backward_mistakes(tokens, dX, V), _SCATTER_HINT)
+SCATTER = Spec(Output(
+    "your result", want=_scatter_add, mistakes=_backward_mistakes,
+    hint="dE[v] is the sum of dX[b, t] over every (b, t) whose token is v; rows of unused tokens are 0",
+    shape=lambda tokens, dX, V: (V, dX.shape[-1]),
+    shape_hint="dE has the shape of E: (V, C), one row per vocabulary entry", **_TIGHT))
+# a float32 gradient summed in float32 is right to its own precision
+SCATTER_FLOAT32 = Spec(dataclasses.replace(SCATTER.outputs[0], rtol=1e-5, atol=1e-6))
 
 
 @checker("Exercise 2.3", "embedding backward", library=["kernels.embedding_backward"])
 def check_embed_backward(fn):
     rng = case_rng(22)
-    with stage("shapes"):
-        tokens = _int_tokens([[1, 0, 4], [3, 5, 2]])
-        out = call(fn, tokens, rng.standard_normal((2, 3, 4)), 6)
-        expect_shape(out, (6, 4), hint="dE has the shape of E: (V, C), one row per vocabulary entry")
-    with stage("hand-checkable case, all tokens different"):
-        tokens = _int_tokens([[0, 2, 3]])
-        dX = np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]])
-        _check_backward_case(fn, tokens, dX, 5)  # dE = [[1, 2], [0, 0], [3, 4], [5, 6], [0, 0]]
-    with stage("repeated token in one sequence: Max(1,1,1)"):
-        tokens = _int_tokens([encode("Max(1,1,1)")])  # '1' three times, ',' twice
-        dX = np.arange(8 * 3, dtype=float).reshape(1, 8, 3) - 10.0
-        _check_backward_case(fn, tokens, dX, 20)
-    with stage("tokens repeated across the batch"):
-        tokens = _int_tokens([encode("Max(1,6,2)"), encode("Min(1,6,2)"), encode("Max(1,6,2)")])
-        _check_backward_case(fn, tokens, rng.standard_normal((3, 8, 5)), 20)
-    with stage("random cases"):
-        for B, T, V, C in ((4, 8, 20, 16), (2, 6, 3, 4), (1, 1, 7, 3)):
-            tokens = _int_tokens(rng.integers(0, V, (B, T)))
-            _check_backward_case(fn, tokens, rng.standard_normal((B, T, C)), V)
-    with stage("edge cases: one id everywhere, float32 gradient"):
-        tokens = _int_tokens(np.full((2, 8), 19))
-        _check_backward_case(fn, tokens, rng.standard_normal((2, 8, 4)), 20)
-        tokens = _int_tokens([encode("Last(9,9,0)")])
-        dX = rng.standard_normal((1, 8, 64)).astype(np.float32)
-        out = call(fn, tokens, dX, 20)
-        expect_shape(out, (20, 64), hint="dE has the shape of E: (V, C)")
-        _compare(out, _scatter_add(tokens, dX.astype(float), 20),
-                 _backward_mistakes(tokens, dX.astype(float), 20), _SCATTER_HINT, rtol=1e-5, atol=1e-6)
+    run_cases(fn, SCATTER, [
+        Stage("shapes", [(_int_tokens([[1, 0, 4], [3, 5, 2]]), rng.standard_normal((2, 3, 4)), 6)],
+              values=False),
+        # dE = [[1, 2], [0, 0], [3, 4], [5, 6], [0, 0]]
+        Stage("hand-checkable case, all tokens different",
+              [(_int_tokens([[0, 2, 3]]), np.array([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]]), 5)]),
+        # '1' three times, ',' twice
+        Stage("repeated token in one sequence: Max(1,1,1)",
+              [(_int_tokens([encode("Max(1,1,1)")]), np.arange(8 * 3, dtype=float).reshape(1, 8, 3) - 10.0, 20)]),
+        Stage("tokens repeated across the batch",
+              [(_int_tokens([encode("Max(1,6,2)"), encode("Min(1,6,2)"), encode("Max(1,6,2)")]),
+                rng.standard_normal((3, 8, 5)), 20)]),
+        Stage("random cases", [(_int_tokens(rng.integers(0, V, (B, T))), rng.standard_normal((B, T, C)), V)
+                               for B, T, V, C in ((4, 8, 20, 16), (2, 6, 3, 4), (1, 1, 7, 3))]),
+        Stage("edge cases: one id everywhere, float32 gradient",
+              [(_int_tokens(np.full((2, 8), 19)), rng.standard_normal((2, 8, 4)), 20),
+               Case(SCATTER_FLOAT32, (_int_tokens([encode("Last(9,9,0)")]),
+                                      rng.standard_normal((1, 8, 64)).astype(np.float32), 20))]),
+    ])
 
 
 # ----------------------------------------------------------------------------------------
-# Exercise 2.3: the sinusoidal table
+# Exercise 2.4: the sinusoidal table
 # ----------------------------------------------------------------------------------------
-
 def _table(T, C, pos_offset=0, exponent="2i", layout="interleaved", swap=False, cos_own_freq=False):
     """The sinusoidal table and its usual mistakes (the defaults give the right table)."""
     pos = np.arange(T, dtype=float)[:, None] + pos_offset
@@ -195,29 +178,23 @@ def _sin_mistakes(T, C):
     ]
 
 
+_SINUSOIDS = Output("your result", want=_table, mistakes=_sin_mistakes, hint=_SIN_HINT,
+                    shape=lambda T, C: (T, C), shape_hint="sinusoidal(T, C) has shape (T, C)",
+                    rtol=1e-9, atol=1e-10)
+SINUSOIDS = Spec(_SINUSOIDS)
+POSITION_0 = Spec(dataclasses.replace(
+    _SINUSOIDS, hint="at pos = 0 every angle is 0: even columns sin(0) = 0, odd columns cos(0) = 1", **_TIGHT))
+
+
 @checker("Exercise 2.4", "sinusoidal table", library=["kernels.sinusoidal_table"])
 def check_sinusoidal(fn):
-    with stage("shapes"):
-        out = call(fn, 8, 16)
-        expect_shape(out, (8, 16), hint="sinusoidal(T, C) returns one row of length C per position: (T, C)")
-    with stage("position 0 is [0, 1, 0, 1, ...]"):
-        out = call(fn, 1, 8)
-        expect_shape(out, (1, 8), hint="sinusoidal(T, C) has shape (T, C)")
-        _compare(out, _table(1, 8), _sin_mistakes(1, 8),
-                  "at pos = 0 every angle is 0: even columns sin(0) = 0, odd columns cos(0) = 1")
-    with stage("hand-checkable case, T=3, C=4"):
+    rng = case_rng(2401)     # a size at random (a new one in the grader's fresh cases)
+    run_cases(fn, SINUSOIDS, [
+        Stage("shapes", [(8, 16)], values=False, spec=Spec(dataclasses.replace(
+            _SINUSOIDS, shape_hint="sinusoidal(T, C) returns one row of length C per position: (T, C)"))),
+        Stage("position 0 is [0, 1, 0, 1, ...]", [(1, 8)], spec=POSITION_0),
         # pair 0 turns at frequency 1, pair 1 at 1/10000^(2/4) = 1/100
-        out = call(fn, 3, 4)
-        expect_shape(out, (3, 4), hint="sinusoidal(T, C) has shape (T, C)")
-        _compare(out, _table(3, 4), _sin_mistakes(3, 4), _SIN_HINT, rtol=1e-9, atol=1e-10)
-    with stage("course size, T=8, C=64"):
-        rng = case_rng(2401)     # and a size at random (a new one in the grader's fresh cases)
-        for T, C in ((8, 64), (int(rng.integers(1, 100)), 2 * int(rng.integers(1, 64)))):
-            out = call(fn, T, C)
-            expect_shape(out, (T, C), hint="sinusoidal(T, C) has shape (T, C)")
-            _compare(out, _table(T, C), _sin_mistakes(T, C), _SIN_HINT, rtol=1e-9, atol=1e-10)
-    with stage("edge cases: one pair (C=2), long table (T=200, C=128)"):
-        for T, C in ((5, 2), (200, 128)):
-            out = call(fn, T, C)
-            expect_shape(out, (T, C), hint="sinusoidal(T, C) has shape (T, C)")
-            _compare(out, _table(T, C), _sin_mistakes(T, C), _SIN_HINT, rtol=1e-9, atol=1e-10)
+        Stage("hand-checkable case, T=3, C=4", [(3, 4)]),
+        Stage("course size, T=8, C=64", [(8, 64), (int(rng.integers(1, 100)), 2 * int(rng.integers(1, 64)))]),
+        Stage("edge cases: one pair (C=2), long table (T=200, C=128)", [(5, 2), (200, 128)]),
+    ])

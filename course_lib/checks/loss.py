@@ -20,7 +20,8 @@ and names the one the result matches.
 """
 import numpy as np
 
-from .core import case_rng, CheckFailed, as_array, call, checker, diagnose, expect_shape, stage, tiered
+from .cases import Output, Spec, Stage, call_hinted, run_cases
+from .core import case_rng, CheckFailed, as_array, checker, diagnose, stage, tiered
 from .library import Solution
 
 __all__ = ["check_cross_entropy_forward", "check_cross_entropy_backward"]
@@ -94,18 +95,13 @@ _OFF_BY_ONE_HINT = ("the target index is off by one: the loss of row n reads z[n
                     "y[n] is column y[n] of the logits; the ids start at 0, there is no +1 or -1)")
 
 
+# the errors of a function that indexes z[n, -100] or one past the last column
+_ERRORS = [(("IndexError", "-100"), _MASK_HINT),
+           (("IndexError", "out of bounds"), "an index past the last column: " + _OFF_BY_ONE_HINT)]
+
+
 def _run(fn, *args):
-    """Call the learner's function quietly (overflow warnings are the checker's to explain);
-    an index error caused by target -100 gets the hint about ignored rows."""
-    try:
-        with np.errstate(all="ignore"):
-            result = call(fn, *args)
-    except CheckFailed as e:
-        if "IndexError" in e.message and "-100" in e.message:
-            raise CheckFailed(e.message, _MASK_HINT) from None
-        if "IndexError" in e.message and "out of bounds" in e.message:
-            raise CheckFailed(e.message, "an index past the last column: " + _OFF_BY_ONE_HINT) from None
-        raise
+    result = call_hinted(fn, args, _ERRORS)
     if result is None:
         raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
     return result
@@ -312,35 +308,24 @@ def _backward_mistakes(z, y):
     ]
 
 
-def _check_backward_case(fn, z, y, finite_hint=None):
-    raw = _run(fn, z, y)
-    arr = expect_shape(raw, z.shape, what="dlogits",
-                       hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits")
-    if not np.all(np.isfinite(arr)):
-        raise CheckFailed("dlogits contains NaN or infinity", finite_hint or _P_OVERFLOW_HINT)
-    diagnose(raw, _dlogits(z, y), _backward_mistakes(z, y), _BACKWARD_HINT, what="dlogits",
-             rtol=1e-9, atol=1e-12)
+DLOGITS = Spec(Output(
+    "dlogits", want=_dlogits, mistakes=_backward_mistakes, hint=_BACKWARD_HINT,
+    shape=lambda z, y: z.shape, finite_hint=_P_OVERFLOW_HINT, rtol=1e-9, atol=1e-12,
+    shape_hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits"),
+    errors=_ERRORS)
 
 
 @checker("Exercise 8.3", "cross-entropy backward", library=["kernels.cross_entropy_backward"])
 def check_cross_entropy_backward(cross_entropy_backward):
     rng = case_rng(83)
-    with stage("shapes"):
-        z = rng.standard_normal((3, 4))
-        expect_shape(_run(cross_entropy_backward, z, np.array([0, 1, 2])), (3, 4), what="dlogits",
-                     hint="a gradient has the shape of what it is the gradient of: (N, V) like the logits")
-    with stage("hand-checkable case"):
-        # p = [1/4, 1/4, 1/4, 1/4], [1/8, 1/8, 1/4, 1/2] and [1/4, 1/4, 1/4, 1/4]; M = 3
-        z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [2.0, 2.0, 2.0, 2.0]]))
-        _check_backward_case(cross_entropy_backward, z, np.array([0, 2, 1]))
-        _check_backward_case(cross_entropy_backward, z, np.array([1, 3, 3]))
-    for name, cases in _batch_stages(rng):
-        with stage(name):
-            for z, y in cases:
-                _check_backward_case(cross_entropy_backward, z, y)
-    with stage("large logits"):
-        z = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, -1000.0, 1.0]])
-        _check_backward_case(cross_entropy_backward, z, np.array([0, 1, 1]))
-    with stage("a vocabulary of 120: z[n, -100] exists"):
-        z = rng.standard_normal((5, 120))
-        _check_backward_case(cross_entropy_backward, z, np.array([-100, 7, -100, 119, 0]))
+    # p = [1/4, 1/4, 1/4, 1/4], [1/8, 1/8, 1/4, 1/2] and [1/4, 1/4, 1/4, 1/4]; M = 3
+    hand = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0], [2.0, 2.0, 2.0, 2.0]]))
+    large = np.array([[1000.0, 999.0, 998.0], [-5.0, 800.0, 0.0], [0.0, -1000.0, 1.0]])
+    run_cases(cross_entropy_backward, DLOGITS, [
+        Stage("shapes", [(rng.standard_normal((3, 4)), np.array([0, 1, 2]))], values=False),
+        Stage("hand-checkable case", [(hand, np.array([0, 2, 1])), (hand, np.array([1, 3, 3]))]),
+        *(Stage(name, cases) for name, cases in _batch_stages(rng)),
+        Stage("large logits", [(large, np.array([0, 1, 1]))]),
+        Stage("a vocabulary of 120: z[n, -100] exists",
+              [(rng.standard_normal((5, 120)), np.array([-100, 7, -100, 119, 0]))]),
+    ])

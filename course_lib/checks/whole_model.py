@@ -216,7 +216,7 @@ def _first_wrong(grads, want, order, rtol=1e-6, atol=1e-9):
 
 _WHERE = {"ln2": "LN2's backward (the first station)",
           "ffn": "LN2's input gradient (dr2, check its gamma) or the FFN's backward",
-          "ln1": "between the FFN fork and LN1: the FFN's residual adds its skip path "
+          "ln1": "the step between the FFN fork and LN1: the FFN's residual adds its skip path "
                  "(the gradient after LN2) to what came back through the FFN",
           "attn": "LN1's input gradient (dr1, check its gamma) or the attention's backward"}
 
