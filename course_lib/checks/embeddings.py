@@ -7,7 +7,7 @@
 (Exercise 2.2 derives the gradient on paper: no checker.)
 
 Expected values come from NumPy formulas written here (np.add.at for the scatter-add,
-the interleaved sin/cos table of DESIGN.md), never from the learner's function. When a
+the interleaved sin/cos table of notebook 02), never from the learner's function. When a
 result is wrong, the checker also computes the usual mistakes and names the one that
 matches, so the hint points at the actual bug. Float64 cases are compared at float64
 precision: a result computed or accumulated in float32 fails with a hint that names the

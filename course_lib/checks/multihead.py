@@ -7,7 +7,7 @@
 
 (Exercises 4.3 and 4.5 are derivations on paper: no checker.)
 
-Head h of a (B, T, C) array is the column block h*D : (h+1)*D, D = C / H (DESIGN.md).
+Head h of a (B, T, C) array is the column block h*D : (h+1)*D, D = C / H (book/notation.md).
 Expected values come from float64 formulas written here, never from the learner's function;
 when a result is wrong, the usual mistakes are computed too and the hint names the one the
 result reproduces. Exercises 4.4 and 4.6 first run the checks of 4.1 and 4.2 on the learner's

@@ -5,7 +5,7 @@
 The judge is trusted (it runs as the grader's user and imports the real course_lib). For each
 exercise of the learner's notebook, in order:
 
-    judge ──channel (stdin/stdout: JSON and .npy, no pickle)──> worker, in a sandbox (isolation.py)
+    judge ──channel (stdin/stdout: JSON and raw array bytes, no pickle)──> worker, in a sandbox (isolation.py)
       the worker runs the notebook's exercise cells up to this one, on a course_lib without
       this exercise's solution (stripped.py), and answers calls of the learner's functions;
       the exercise's checker runs here, on proxies of them: every value it judges came back

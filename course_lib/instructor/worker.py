@@ -6,7 +6,7 @@ isolation.py); nothing it sends is believed: the judge checks what the functions
 
 Requests, one at a time:
     {"op": "start", "cells": [[exercise, [source, ...]], ...]}  run them in one namespace (np,
-        cl, math), in order -> {"op": "ready", "errors": {exercise: one line}}
+        cl, math), in order -> {"op": "ready", "errors": [[exercise, cell k, one line], ...]}
     {"op": "get", "names": [...]}   -> {"op": "return", "value": [function or None, ...]}
     {"op": "call", ...}             -> callbacks, then {"op": "return" | "raise", ...}
 """

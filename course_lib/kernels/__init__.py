@@ -12,7 +12,7 @@
 How to read them: each fast kernel (Numba loops, compiled) has a plain-NumPy twin of
 the same name in numpy_ref.py, the few lines a notebook teaches; the kernel's docstring
 names it (`NumPy twin: numpy_ref.layernorm_forward`). Read the twin for the maths, then
-the kernel for how it runs fast: same inputs, same outputs, and tests/test_model.py
+the kernel for how it runs fast: same inputs, same outputs, and tests/core/test_model.py
 proves the two paths agree. numpy_ref imports without Numba.
 
 The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp, the
