@@ -102,9 +102,11 @@ def header_line(r: Route) -> str:
     line = (f"{TIME} About {duration(r.total)}: {duration(r.reading)} of reading (at "
             f"{WORDS_PER_MINUTE} words a minute) and {duration(r.exercises)} of exercises.")
     if r.skippable:
-        names = ", ".join(f"*{t}*" for t in r.skippable)
+        names = [f"*{t}*" for t in r.skippable]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         line += (f" The core path is {duration(r.core)}: on a first reading you can skip the deep "
-                 f"dive{'s' if len(r.skippable) > 1 else ''} {names}, and come back later.")
+                 f"dive{'s' if len(names) > 1 else ''} {listed}, and come back to "
+                 f"{'them' if len(names) > 1 else 'it'} later.")
     return line
 
 
