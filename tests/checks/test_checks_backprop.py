@@ -1,37 +1,21 @@
 """Checkers of notebook 09 (backprop I): they pass the reference solutions and reject realistic
 learner bugs at the right stage, with a hint that names the bug."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import course_lib as cl
-from support import expect_pass, expect_reject, run_check
+from support import expect_pass, expect_reject, notebook_solutions, run_check
 
-# ---- the reference solutions: the code of the notebook's solution regions -------------------
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "09_backprop_chain_rule.ipynb"
 
+# ---- the reference solutions: the notebook's own solution regions, read from it -----------
 
-def mlp_forward(x, W1, b1, W2, b2):
-    z = x @ W1 + b1
-    h = np.maximum(z, 0.0)
-    out = h @ W2 + b2
-    return z, h, out
-
-
-def mlp_backward(dout, x, W1, W2, z, h):
-    dW2 = h.T @ dout
-    db2 = dout.sum(axis=0)
-    dh = dout @ W2.T
-    dz = dh * (z > 0)
-    dW1 = x.T @ dz
-    db1 = dz.sum(axis=0)
-    dx = dz @ W1.T
-    return dx, dW1, db1, dW2, db2
-
-
-def fork_backward(dy, x, W):
-    dx = dy @ W.T
-    dx = dx + dy * (x > 0)
-    dW = x.T @ dy
-    return dx, dW
+_, SOLVED = notebook_solutions(NOTEBOOK, 2, {"np": np})
+mlp_forward = SOLVED["mlp_forward"]
+mlp_backward = SOLVED["mlp_backward"]
+fork_backward = SOLVED["fork_backward"]
 
 
 # ---- loop versions ---------------------------------------------------------------------------

@@ -1,50 +1,21 @@
 """Checkers of notebook 02 (course_lib.checks.embeddings): they pass the notebook's reference
 solutions and reject realistic learner bugs at the right stage, with the right hint."""
-import ast
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 import course_lib as cl
 from course_lib.checks import check_embed, check_embed_backward, check_sinusoidal
+from support import notebook_solutions
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_embeddings_and_positions.ipynb"
 
 
-# ---- the reference solutions: the exact code of the notebook's solution regions ----------
+# ---- the reference solutions: the notebook's own solution regions, read from it -----------
 
-def embed(tokens, E):
-    '''tokens (B, T) int, E (V, C) -> X (B, T, C) with X[b, t] = E[tokens[b, t]].'''
-    ### BEGIN SOLUTION
-    return E[tokens]
-    ### END SOLUTION
-
-
-def embed_backward(tokens, dX, V):
-    '''tokens (B, T) int, dX (B, T, C) -> dE (V, C): dE[v] sums dX where tokens == v.'''
-    ### BEGIN SOLUTION
-    dE = np.zeros((V, dX.shape[-1]), dtype=dX.dtype)
-    np.add.at(dE, tokens, dX)
-    return dE
-    ### END SOLUTION
-
-
-def sinusoidal(T, C):
-    '''P (T, C), float64: P[pos, 2i] = sin(pos * w_i), P[pos, 2i+1] = cos(pos * w_i),
-    w_i = 1 / 10000^(2i/C).'''
-    ### BEGIN SOLUTION
-    pos = np.arange(T)[:, None]
-    two_i = np.arange(0, C, 2)[None, :]
-    angle = pos / 10000.0 ** (two_i / C)
-    P = np.zeros((T, C))
-    P[:, 0::2] = np.sin(angle)
-    P[:, 1::2] = np.cos(angle)
-    return P
-    ### END SOLUTION
-
-
+_, SOLVED = notebook_solutions(NOTEBOOK, 3, {"np": np})
+embed, embed_backward, sinusoidal = SOLVED["embed"], SOLVED["embed_backward"], SOLVED["sinusoidal"]
 REFERENCES = {"embed": embed, "embed_backward": embed_backward, "sinusoidal": sinusoidal}
 
 
@@ -71,37 +42,12 @@ def assert_rejects(check, fn, capsys, stage, hint):
     return result
 
 
-# ---- the notebook and the references agree ----------------------------------------------
-
-def notebook_functions():
-    """The exercise functions as defined in the stored notebook (their cells executed)."""
-    assert NOTEBOOK.exists(), f"{NOTEBOOK} is missing: these tests read its exercises"
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    found = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        tree = ast.parse(cell.source)
-        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in REFERENCES]
-        if names:
-            namespace = {"np": np}
-            exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-            found.update({name: (namespace[name], cell.source) for name in names})
-    assert set(found) == set(REFERENCES), f"notebook defines {sorted(found)}"
-    return found
-
-
-def test_the_notebook_solutions_are_the_references_here():
-    import inspect
-    for name, (_, source) in notebook_functions().items():
-        assert inspect.getsource(REFERENCES[name]).strip() == source.strip(), name
-
+# ---- the notebook's solutions -------------------------------------------------------------
 
 @pytest.mark.parametrize("name, check, n_stages", [
     ("embed", check_embed, 4), ("embed_backward", check_embed_backward, 6), ("sinusoidal", check_sinusoidal, 5)])
 def test_notebook_solutions_pass(name, check, n_stages, capsys):
-    fn, _ = notebook_functions()[name]
-    assert_passes(check, fn, capsys, n_stages)
+    assert_passes(check, REFERENCES[name], capsys, n_stages)
 
 
 def test_checkers_are_exported():

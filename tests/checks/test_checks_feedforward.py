@@ -2,52 +2,26 @@
 loop versions, and reject realistic learner bugs at the right stage, with a hint that names the bug."""
 import math
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import course_lib as cl
 from course_lib.checks import feedforward as checks_ff
-from support import notebook_asserts, run_check
+from support import notebook_asserts, notebook_solutions, run_check
 
 
-# ---- the reference solutions: the code of the notebook's solution regions -----------------
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_feed_forward_and_block.ipynb"
 
-def linear_backward(dy, x, W):
-    """dy (N, O), x (N, I), W (I, O) -> dx (N, I), dW (I, O), db (O,)."""
-    dx = dy @ W.T
-    dW = x.T @ dy
-    db = dy.sum(axis=0)
-    return dx, dW, db
+# ---- the reference solutions: the notebook's own solution regions, read from it -----------
 
-
-def relu_backward(dy, h):
-    """dy, h (N, F) -> dh (N, F)."""
-    return np.where(h > 0, dy, 0.0)
-
-
-def gelu_forward(h):
-    """h (N, F) -> y (N, F)."""
-    u = np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)
-    return 0.5 * h * (1 + np.tanh(u))
-
-
-def gelu_backward(dy, h):
-    """dy, h (N, F) -> dh (N, F)."""
-    a = np.sqrt(2 / np.pi)
-    t = np.tanh(a * (h + 0.044715 * h ** 3))
-    du = a * (1 + 3 * 0.044715 * h ** 2)
-    return dy * (0.5 * (1 + t) + 0.5 * h * (1 - t ** 2) * du)
-
-
-def block_forward(x, attn, ffn, ln1, ln2, norm):
-    """x (T, C) -> (T, C); norm is "post" or "pre"."""
-    if norm == "post":
-        x = ln1(x + attn(x))
-        x = ln2(x + ffn(x))
-    else:
-        x = x + attn(ln1(x))
-        x = x + ffn(ln2(x))
-    return x
+_, SOLVED = notebook_solutions(NOTEBOOK, 4, {"np": np})
+linear_backward = SOLVED["linear_backward"]
+relu_backward = SOLVED["relu_backward"]
+gelu_forward = SOLVED["gelu_forward"]
+gelu_backward = SOLVED["gelu_backward"]
+block_forward = SOLVED["block_forward"]
 
 
 # ---- loop versions: slower, right -------------------------------------------------------------

@@ -5,35 +5,23 @@ import math
 import re
 import types
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import course_lib as cl
-from support import expect_pass, expect_reject, run_check
+from support import expect_pass, expect_reject, notebook_solutions, run_check
 
 
-# ---- the reference solutions: the code of the notebook's solution regions ------------------
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "11_training.ipynb"
 
-def sgd_momentum_step(param, grad, velocity, lr, momentum):
-    new_velocity = momentum * velocity + grad
-    new_param = param - lr * new_velocity
-    return new_param, new_velocity
+# ---- the reference solutions: the notebook's own solution regions, read from it -----------
 
-
-def adam_step(param, grad, m, v, t, lr, betas, eps):
-    beta1, beta2 = betas
-    m = beta1 * m + (1 - beta1) * grad
-    v = beta2 * v + (1 - beta2) * grad ** 2
-    m_hat = m / (1 - beta1 ** t)
-    v_hat = v / (1 - beta2 ** t)
-    new_param = param - lr * m_hat / (np.sqrt(v_hat) + eps)
-    return new_param, m, v
-
-
-def clip_by_global_norm(grads, max_norm):
-    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))
-    scale = max_norm / norm if norm > max_norm else 1.0
-    return {name: g * scale for name, g in grads.items()}, norm
+_, SOLVED = notebook_solutions(NOTEBOOK, 4, {"np": np})
+sgd_momentum_step = SOLVED["sgd_momentum_step"]
+adam_step = SOLVED["adam_step"]
+clip_by_global_norm = SOLVED["clip_by_global_norm"]
 
 
 # ---- loop versions (one entry at a time): same numbers, another formulation ----------------
