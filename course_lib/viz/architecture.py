@@ -13,7 +13,7 @@ import html
 
 from matplotlib.patches import Circle, FancyBboxPatch
 
-from ..config import ModelConfig, presets
+from ..config import ModelConfig, check_integer, presets
 from . import stations as _stations
 from .figures import PALETTE, figure_png, new_figure, style
 from .stations import DiagramError
@@ -184,7 +184,7 @@ def block_diagram(config=None, *, norms=("post", "pre"), backward=False, highlig
         ax.axis("off")
         for c, (norm, stations, forks) in enumerate(columns):
             x = 7.6 * c + 4.2
-            ys, top = _draw_column(ax, x, stations, forks, highlight, backward)
+            _draw_column(ax, x, stations, forks, highlight, backward)
             what = "backward: dy enters at the top" if backward else "forward"
             ax.text(x - 0.3, max(tops) - 0.05, f"{norm}-LN block, {what}", ha="center", va="top",
                     fontsize=10, weight="bold", color=INK)
@@ -197,6 +197,7 @@ def model_diagram(config=None, *, backward=False, highlight=None, max_blocks=4) 
     (LN_f,) head, loss; forward bottom to top or backward top to bottom. With more than
     `max_blocks` blocks the middle ones are drawn as '...'."""
     config, highlight = _check_config(config), _check_highlight(highlight)
+    check_integer("max_blocks", max_blocks, low=3)      # the first two, '...', the last
     L = config.n_layers
     shown = list(range(L)) if L <= max_blocks else [0, 1, None, L - 1]
     params, saved, _ = _stations.names(config)

@@ -92,6 +92,8 @@ def test_the_same_bytes_every_time_and_in_any_matplotlib_style():
 def test_bad_input_is_one_line(bad, error, match):
     with pytest.raises(error, match=match):
         cl.viz.block_diagram(**bad)
+    with pytest.raises(ValueError, match="max_blocks must be an integer >= 3, got 2"):
+        cl.viz.model_diagram(max_blocks=2)
 
 
 @pytest.mark.parametrize("name", architecture.BOOK_IMAGES)
