@@ -182,6 +182,8 @@ _SINUSOIDS = Output("your result", want=_table, mistakes=_sin_mistakes, hint=_SI
                     shape=lambda T, C: (T, C), shape_hint="sinusoidal(T, C) has shape (T, C)",
                     rtol=1e-9, atol=1e-10)
 SINUSOIDS = Spec(_SINUSOIDS)
+SINUSOID_SHAPES = Spec(dataclasses.replace(
+    _SINUSOIDS, shape_hint="sinusoidal(T, C) returns one row of length C per position: (T, C)"))
 POSITION_0 = Spec(dataclasses.replace(
     _SINUSOIDS, hint="at pos = 0 every angle is 0: even columns sin(0) = 0, odd columns cos(0) = 1", **_TIGHT))
 
@@ -190,8 +192,7 @@ POSITION_0 = Spec(dataclasses.replace(
 def check_sinusoidal(fn):
     rng = case_rng(2401)     # a size at random (a new one in the grader's fresh cases)
     run_cases(fn, SINUSOIDS, [
-        Stage("shapes", [(8, 16)], values=False, spec=Spec(dataclasses.replace(
-            _SINUSOIDS, shape_hint="sinusoidal(T, C) returns one row of length C per position: (T, C)"))),
+        Stage("shapes", [(8, 16)], values=False, spec=SINUSOID_SHAPES),
         Stage("position 0 is [0, 1, 0, 1, ...]", [(1, 8)], spec=POSITION_0),
         # pair 0 turns at frequency 1, pair 1 at 1/10000^(2/4) = 1/100
         Stage("hand-checkable case, T=3, C=4", [(3, 4)]),

@@ -24,7 +24,8 @@ structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
-from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, expect_finite, expect_float64,
+from .cases import call_hinted
+from .core import (case_rng, CheckFailed, as_array, checker, diagnose, expect_finite, expect_float64,
                    expect_shape, stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
@@ -63,14 +64,7 @@ def _c_transformer_dx(dy, xhat, rstd, gamma):
 
 def _run(fn, *args):
     """Call the learner's function quietly; a failed broadcast gets a hint about row shapes."""
-    try:
-        with np.errstate(all="ignore"):
-            result = call(fn, *args)
-    except CheckFailed as e:
-        if "broadcast" in e.message:
-            raise CheckFailed(e.message, _BROADCAST_HINT) from None
-        raise
-    return result
+    return call_hinted(fn, args, [("broadcast", _BROADCAST_HINT)])
 
 
 _BROADCAST_HINT = ("a statistic of each row (a mean, a sum, rstd) has N entries; keep it as an (N, 1) "
