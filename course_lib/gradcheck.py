@@ -240,3 +240,19 @@ def check_model(model, tokens, targets, max_elements=40, seed=0, h=1e-5, zero_to
         if note:
             notes[name] = note
     return Report(errors, notes)
+
+
+class Node:
+    """A value in a computational graph, for notebook 09's reverse-mode engine.
+
+    value: the array this node holds; parents: the Nodes it was computed from; vjp: a function
+    of this node's gradient that returns a tuple, one gradient per parent (None for an input);
+    grad: d loss / d value, filled in by a backward pass (None before).
+    """
+
+    def __init__(self, value, parents=(), vjp=None):
+        self.value = np.asarray(value, dtype=np.float64)
+        self.parents, self.vjp, self.grad = tuple(parents), vjp, None
+
+    def __repr__(self):           # never raises: a graded learner's Node may hold anything
+        return f"Node{getattr(getattr(self, 'value', None), 'shape', '(?)')}"

@@ -28,7 +28,8 @@ __all__ = ["ChannelError", "Side", "Peer", "Raised", "read_frame", "write_frame"
 
 MAX_DEPTH = 32
 OBJECTS = {"Transformer": ("course_lib.model", "Transformer"),
-           "ModelConfig": ("course_lib.config", "ModelConfig")}
+           "ModelConfig": ("course_lib.config", "ModelConfig"),
+           "Node": ("course_lib.gradcheck", "Node")}      # notebook 09's graph, parents and all
 
 
 class Side:

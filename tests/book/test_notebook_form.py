@@ -4,7 +4,7 @@ Each stored notebook: executed in order from a fresh kernel, no absolute path, a
 <details> (never a MyST dropdown, which Jupyter shows as plain text), at most 350 KB, no
 code line over 88 characters, no per-cell timestamps, no solution line printed in a cell
 before its exercise, at least one derivation exercise and two code exercises, each code
-exercise followed by a checker call.
+exercise followed by a checker call, and nothing near a checker to copy its answer from.
 """
 import json
 import re
@@ -85,6 +85,31 @@ def test_no_solution_line_shown_before_its_exercise(notebook):
         shown = [t for t in (line.split("#")[0].strip() for line in body.splitlines())
                  if len(t) >= 16 and not t.startswith(("return", "raise")) and t in earlier]
         assert not shown, shown
+
+
+# backward kernels the cell after a check may call although its checker lets a learner's function
+# call them: they compute the exercise's inputs, not its answer
+COMPUTES_AN_INPUT = {("07", "cross_entropy_backward"): "dZ, which tied_embedding_grad receives"}
+BACKWARD_CALL = re.compile(r"\b(?:k|kernels|cl\.kernels|model\.kernels)\.(\w+_backward)\(")
+
+
+def test_nothing_to_copy_next_to_a_checker(notebook):
+    """The cell after a check shows course_lib's version of the exercise; every backward kernel
+    it calls is one the checker rejects (its `library`): a learner who copies it fails. (9.2
+    could be built from the kernels printed under its checker, and passed.)"""
+    import course_lib as cl
+
+    path, cells = notebook
+    code = code_cells(cells)
+    for cell, after in zip(code, code[1:]):
+        check = re.search(r"cl\.checks\.(check_\w+)\(", source(cell))
+        if not check:
+            continue
+        forbidden = {getattr(s, "path", s).split(".")[-1] for s in getattr(cl.checks, check[1]).library}
+        shown = set(BACKWARD_CALL.findall(source(after))) - forbidden
+        allowed = {name for (nb, name) in COMPUTES_AN_INPUT if path.name.startswith(nb)}
+        assert not shown - allowed, (f"{check[1]} lets a learner's function call {sorted(shown - allowed)}, "
+                                     f"which the cell after it calls: list them in its library")
 
 
 def test_solutions_are_folded_in_the_book(notebook):

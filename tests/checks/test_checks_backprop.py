@@ -12,10 +12,12 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "09_backprop_chai
 
 # ---- the reference solutions: the notebook's own solution regions, read from it -----------
 
-_, SOLVED = notebook_solutions(NOTEBOOK, 2, {"np": np})
+_, SOLVED = notebook_solutions(NOTEBOOK, 4, {"np": np, "cl": cl})
 mlp_forward = SOLVED["mlp_forward"]
 mlp_backward = SOLVED["mlp_backward"]
 fork_backward = SOLVED["fork_backward"]
+matmul, add, relu, backward = (SOLVED[n] for n in ("matmul", "add", "relu", "backward"))
+Node = cl.gradcheck.Node
 
 
 # ---- loop versions ---------------------------------------------------------------------------
@@ -78,7 +80,8 @@ def assert_rejects(check, *fns, capsys, hint_part, stage=None):
 
 
 def test_checkers_are_exported():
-    assert set(cl.checks.backprop.__all__) == {"check_two_layer_mlp", "check_fork_backward"}
+    assert set(cl.checks.backprop.__all__) == {"check_two_layer_mlp", "check_fork_backward",
+                                               "check_graph_ops", "check_reverse_mode"}
     assert cl.checks.check_two_layer_mlp is cl.checks.backprop.check_two_layer_mlp
 
 
@@ -403,3 +406,235 @@ def test_fork_in_place_float32_odd_returns_and_stub(capsys):
 def test_fork_forward_matches_the_notebook():
     x, W = np.array([[1.0, -2.0]]), np.eye(2)
     np.testing.assert_allclose(cl.checks.backprop.fork_forward(x, W), [[2.0, -2.0]])
+
+
+# ---- 9.2 and 9.3 are written from the formulas, not from course_lib's kernels ---------------
+
+def test_kernel_built_network_and_fork_are_library_calls(capsys):
+    k = cl.kernels
+
+    def mlp_backward_kernels(dout, x, W1, W2, z, h):
+        dh, dW2, db2 = k.linear_backward(dout, h, W2, True)
+        dz = k.relu_backward(dh, z)
+        dx, dW1, db1 = k.linear_backward(dz, x, W1, True)
+        return dx, dW1, db1, dW2, db2
+
+    def fork_backward_kernels(dy, x, W):
+        dx, dW, _ = k.linear_backward(dy, x, W, False)
+        return dx + k.relu_backward(dy, x), dW
+
+    for check, fns in ((check_mlp, (mlp_forward, mlp_backward_kernels)),
+                       (cl.checks.check_fork_backward, (fork_backward_kernels,))):
+        result, out = run_check(check, *fns, capsys=capsys)
+        assert result.status == "library call" and "linear_backward" in out, out
+
+
+def test_mlp_and_fork_signs_named(capsys):
+    def negated(dout, x, W1, W2, z, h):
+        return mlp_backward(-dout, x, W1, W2, z, h)
+
+    assert_rejects(check_mlp, mlp_forward, negated, capsys=capsys, hint_part="wrong sign",
+                   stage="backward: the numbers of Exercise 9.1")
+
+    def subtracted(dy, x, W):
+        return dy @ W.T - dy * (x > 0), x.T @ dy
+
+    def negated_fork(dy, x, W):
+        return -(dy @ W.T + dy * (x > 0)), x.T @ dy
+
+    assert_rejects(cl.checks.check_fork_backward, subtracted, capsys=capsys, hint_part="subtracts")
+    assert_rejects(cl.checks.check_fork_backward, negated_fork, capsys=capsys, hint_part="wrong sign")
+
+
+# ---- Exercise 9.4: three operations as nodes --------------------------------------------------
+
+check_ops = cl.checks.check_graph_ops
+
+
+def _op(value, vjp):
+    """An operation of one or two nodes with its own value and vjp (functions of the inputs)."""
+    def op(*nodes):
+        arrays = [n.value for n in nodes]
+        return Node(value(*arrays), nodes, lambda g: vjp(g, *arrays))
+    return op
+
+
+def test_graph_ops_pass(capsys):
+    assert_passes(check_ops, matmul, add, relu, capsys=capsys)
+
+
+@pytest.mark.parametrize("which, wrong, stage, hint", [
+    ("add", _op(np.add, lambda g, a, b: (g, g if b.shape == a.shape else g.mean(axis=0))),
+     "add: a = [[1, 2], [3, 4]] and a row b = [10, 20], g = [[1, 2], [3, 4]]", "not the mean"),
+    ("add", _op(np.add, lambda g, a, b: (g, g)),
+     "add: a = [[1, 2], [3, 4]] and a row b = [10, 20], g = [[1, 2], [3, 4]]", "sums over the rows"),
+    ("add", _op(np.add, lambda g, a, b: (g, g if b.shape == a.shape else g[0])),
+     "add: a = [[1, 2], [3, 4]] and a row b = [10, 20], g = [[1, 2], [3, 4]]", "not only the first"),
+    ("add", _op(np.add, lambda g, a, b: (g, -(g if b.shape == a.shape else g.sum(axis=0)))),
+     "add: a = [[1, 2], [3, 4]] and a row b = [10, 20], g = [[1, 2], [3, 4]]", "a - b"),
+    ("relu", _op(lambda a: np.maximum(a, 0), lambda g, a: (g,)),
+     "relu: a = [[-1, 2, 0.5, -3]], g = [[1, 1, 2, 1]], then random", "mask is missing"),
+    ("relu", _op(lambda a: np.maximum(a, 0), lambda g, a: (g * np.maximum(a, 0),)),
+     "relu: a = [[-1, 2, 0.5, -3]], g = [[1, 1, 2, 1]], then random", "not by relu(a)"),
+    ("relu", _op(lambda a: np.maximum(a, 0), lambda g, a: g * (a > 0)),
+     "relu: a = [[-1, 2, 0.5, -3]], g = [[1, 1, 2, 1]], then random", "as a tuple"),
+    ("matmul", _op(np.matmul, lambda g, a, b: (-(g @ b.T), a.T @ g)),
+     "matmul: hand-checkable, a = [[1, 2]], b = [[3], [4]], g = [[1]]", "the sign"),
+    ("matmul", _op(np.matmul, lambda g, a, b: (g @ b, a.T @ g)),
+     "matmul: hand-checkable, a = [[1, 2]], b = [[3], [4]], g = [[1]]", "which of g, b.value.T"),
+    ("matmul", _op(np.matmul, lambda g, a, b: (g @ b.T, g.T @ a)),
+     "matmul: hand-checkable, a = [[1, 2]], b = [[3], [4]], g = [[1]]", "the shape of b"),
+    ("matmul", _op(np.matmul, lambda g, a, b: (a.T @ g, g @ b.T)),
+     "matmul: hand-checkable, a = [[1, 2]], b = [[3], [4]], g = [[1]]", "the shape of a"),
+])
+def test_graph_op_mistakes_named(which, wrong, stage, hint, capsys):
+    ops = {"matmul": matmul, "add": add, "relu": relu, which: wrong}
+    assert_rejects(check_ops, ops["matmul"], ops["add"], ops["relu"], capsys=capsys, stage=stage,
+                   hint_part=hint)
+
+
+def test_graph_ops_wrong_nodes_and_in_place(capsys):
+    def swapped(a, b):
+        return Node(a.value @ b.value, (b, a), lambda g: (g @ b.value.T, a.value.T @ g))
+
+    def no_vjp(a, b):
+        return Node(a.value @ b.value, (a, b), "g @ b.T")
+
+    assert_rejects(check_ops, swapped, add, relu, capsys=capsys, hint_part="Node(value, (a, b), vjp)")
+    assert_rejects(check_ops, lambda a, b: a.value @ b.value, add, relu, capsys=capsys,
+                   hint_part="build the result as Node")
+    assert_rejects(check_ops, no_vjp, add, relu, capsys=capsys, hint_part="vjp is a function")
+
+    def relu_in_place(a):
+        def vjp(g):
+            g[a.value <= 0] = 0
+            return (g,)
+        return Node(np.maximum(a.value, 0), (a,), vjp)
+    result, out = run_check(check_ops, matmul, add, relu_in_place, capsys=capsys)
+    assert not result.passed and "changed its input `g` in place" in out, out
+    result, out = run_check(check_ops, matmul, add, capsys=capsys)
+    assert not result.passed and "pass the three functions" in out, out
+
+
+def test_graph_ops_stub_is_not_done(capsys):
+    def stub(a, b):
+        raise NotImplementedError
+    result, out = run_check(check_ops, stub, add, relu, capsys=capsys)
+    assert not result.done and "not done yet" in out
+
+
+# ---- Exercise 9.5: the engine ------------------------------------------------------------------
+
+check_engine = cl.checks.check_reverse_mode
+
+
+def _order(root):
+    order, seen = [], set()
+
+    def visit(node):
+        if id(node) not in seen:
+            seen.add(id(node))
+            for p in node.parents:
+                visit(p)
+            order.append(node)
+    visit(root)
+    return order
+
+
+def _engine(store, order=lambda root: reversed(_order(root)), seed=1.0):
+    """An engine with the accumulation `store(parent, g)` and the visiting order given."""
+    def engine(root):
+        root.grad = seed * np.ones_like(root.value)
+        for node in order(root):
+            if node.vjp is None:
+                continue
+            for p, g in zip(node.parents, node.vjp(node.grad)):
+                store(p, g)
+    return engine
+
+
+def _add_new(p, g):
+    p.grad = g if p.grad is None else p.grad + g
+
+
+def _overwrite(p, g):
+    p.grad = g
+
+
+def _add_in_place(p, g):
+    if p.grad is None:
+        p.grad = g
+    else:
+        p.grad += g
+
+
+def _breadth_first(root):
+    queue, seen = [root], {id(root)}
+    while queue:
+        node = queue.pop(0)
+        yield node
+        for p in node.parents:
+            if id(p) not in seen:
+                seen.add(id(p))
+                queue.append(p)
+
+
+def _pushing(root):
+    def push(node, g):
+        node.grad = g if node.grad is None else node.grad + g
+        if node.vjp is not None:
+            for p, gp in zip(node.parents, node.vjp(g)):
+                push(p, gp)
+    push(root, np.ones_like(root.value))
+
+
+def _forward_order(root):
+    root.grad = np.ones_like(root.value)
+    for node in _order(root):
+        for p, g in zip(node.parents, node.vjp(node.grad)):
+            _add_new(p, g)
+
+
+def _no_seed(root):
+    for node in reversed(_order(root)):
+        if node.vjp is not None:
+            for p, g in zip(node.parents, node.vjp(node.grad)):
+                _add_new(p, g)
+
+
+def _changes_values(root):
+    _engine(_add_new)(root)
+    for node in _order(root):
+        node.value = node.value * 1.0 + 1.0
+
+
+def test_engine_passes(capsys):
+    assert_passes(check_engine, backward, capsys=capsys)
+    assert_passes(check_engine, _engine(_add_new), capsys=capsys)
+
+
+@pytest.mark.parametrize("wrong, stage, hint", [
+    (_engine(_overwrite), "a fork: y = x W + relu(x), x used twice", "the fork rule"),
+    (_engine(_add_in_place), "add hands one gradient array to both of its parents", "p.grad + g"),
+    (_engine(_add_new, order=_breadth_first), "one value reached by a path of one relu and a path of two",
+     "not breadth-first"),
+    (_pushing, "one value reached by a path of one relu and a path of two", "once per path"),
+    (_engine(_add_new, seed=-1.0), "hand-checkable: L = 0.5 (w x + b - t)^2 at w = 0.8, x = 2, b = 0.1, t = 1",
+     "dL/dL = +1"),
+    (_no_seed, "hand-checkable: L = 0.5 (w x + b - t)^2 at w = 0.8, x = 2, b = 0.1, t = 1", "seed the root"),
+    (_forward_order, "hand-checkable: L = 0.5 (w x + b - t)^2 at w = 0.8, x = 2, b = 0.1, t = 1",
+     "an input node has vjp None"),
+    (lambda root: None, "hand-checkable: L = 0.5 (w x + b - t)^2 at w = 0.8, x = 2, b = 0.1, t = 1",
+     "the inputs (vjp None) too"),
+    (_changes_values, "hand-checkable: L = 0.5 (w x + b - t)^2 at w = 0.8, x = 2, b = 0.1, t = 1",
+     "writes only grad"),
+])
+def test_engine_mistakes_named(wrong, stage, hint, capsys):
+    assert_rejects(check_engine, wrong, capsys=capsys, stage=stage, hint_part=hint)
+
+
+def test_engine_hand_case_is_the_first_sections_table(capsys):
+    """The stage's numbers are those of the neuron table: dw = 1.4, db = 0.7."""
+    w, x, b = Node([[0.8]]), Node([[2.0]]), Node([0.1])
+    backward(cl.checks.backprop._neuron(w, x, b, Node([[1.0]])))
+    np.testing.assert_allclose([w.grad[0, 0], x.grad[0, 0], b.grad[0]], [1.4, 0.56, 0.7])

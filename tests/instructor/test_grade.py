@@ -162,6 +162,33 @@ def test_real_notebook_one_learner(tmp_path, capsys):
     assert re.search(r"\n  Exercise 1\.4 a central-difference derivative +passed\n", printed)
 
 
+def test_the_engine_of_notebook_09_is_graded_on_graphs_that_cross_the_channel(tmp_path):
+    """9.4 returns Nodes and 9.5 fills in the grads of the judge's graph, through the sandbox: the
+    solutions pass, and an engine that overwrites at forks fails at the fork, as in the notebook."""
+    nb = nbformat.read(NB01.parent / "09_backprop_chain_rule.ipynb", as_version=4)
+    exercises = grade.expected_exercises(nb)
+    small = nbformat.v4.new_notebook(metadata=nb.metadata)
+    small.cells = [new_code_cell("import numpy as np\nimport course_lib as cl")]
+    for ex in exercises:
+        if ex.name in ("Exercise 9.4", "Exercise 9.5"):
+            small.cells += nb.cells[ex.first_cell:ex.check_cell + 1]
+    right = write(small, tmp_path / "right", "09_small.ipynb")
+    engine = solution_cell(small, "Exercise 9.5")
+    engine.source = engine.source.replace("parent.grad = g if parent.grad is None else parent.grad + g",
+                                          "parent.grad = g")
+    assert "parent.grad = g  " in engine.source
+    write(small, tmp_path / "overwrites", "09_small.ipynb")
+    out = tmp_path / "report.csv"
+    assert main(["grade", str(tmp_path), "--out", str(out), "--timeout", "120", "--no-progress"]) == 0
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert right.exists()
+    assert {(r["exercise"], r["status"]) for r in by_exercise(rows, "right").values()} == {
+        ("Exercise 9.4", "passed"), ("Exercise 9.5", "passed")}
+    wrong = by_exercise(rows, "overwrites")["Exercise 9.5"]
+    assert wrong["status"] == "failed" and wrong["stage"] == "a fork: y = x W + relu(x), x used twice"
+
+
 def test_a_function_that_calls_the_library_is_marked(tmp_path, capsys):
     """Exercise 1.5 handed to cl.gradcheck.numerical_gradient: its own status in the CSV (the
     columns as before), named in the message; the other exercises as they were."""
