@@ -7,6 +7,7 @@ each; the checkers' known mistakes are variations of these.
     apply_causal_mask(S)   (..., T, T), -inf above the diagonal    Exercise 4.2
     softmax(x, axis)       row-wise, the row maximum subtracted    Exercise 3.1
     adam_step(p, g, m, v, t, lr, b1, b2, eps) -> (p, m, v)  Exercise 11.4
+    block_backward(dy, cache, params, norm, activation) -> (dx, grads)   Exercise 10.2
 """
 import numpy as np
 
@@ -43,3 +44,20 @@ def adam_step(p, g, m, v, t, lr, b1, b2, eps):
     m1, v1 = adam_moments(g, m, v, b1, b2)
     m_hat, v_hat = m1 / (1 - b1 ** t), v1 / (1 - b2 ** t)
     return p - lr * m_hat / (np.sqrt(v_hat) + eps), m1, v1
+
+
+def block_backward(dy, cache, params, norm="post", activation="relu", kernels=None):
+    """Exercise 10.2's contract by course_lib's Block.backward: a block's cache and its parameters
+    under short names ("attn.w_q", ...) -> (dx, grads under the short names). kernels: course_lib's
+    (the default) or their NumPy twins (kernels.numpy_ref)."""
+    from .. import kernels as course_kernels
+    from ..block import Block
+    from ..config import ModelConfig
+    B, T = cache["attn.qkv"].shape[:2]
+    C, F = params["ffn.w1"].shape
+    cfg = ModelConfig(vocab_size=2, seq_len=T, d_model=C, n_heads=cache["attn.weights"].shape[1], n_layers=1,
+                      d_ff=F, norm=norm, activation=activation, dtype=str(dy.dtype))
+    grads = {}
+    block = Block(0, cfg, {"blocks.0." + k: v for k, v in params.items()}, kernels or course_kernels)
+    dx = block.backward(dy, cache, grads)
+    return dx, {k[len("blocks.0."):]: v for k, v in grads.items()}

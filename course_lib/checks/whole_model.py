@@ -1,47 +1,59 @@
 """Checkers for notebook 10, backprop II, the whole model.
 
-    cl.checks.check_block_backward(block_backward)   # Exercise 10.2: (dx, grads) of a post-LN block
+    cl.checks.check_block_backward(block_backward)   # Exercise 10.2: (dx, grads) of a block
     cl.checks.check_model_backward(model_backward)   # Exercise 10.3: grads of every parameter
 
 (Exercise 10.1 derives the backward of a post-LN block on paper: no checker.)
 
 Signatures (the names are those of course_lib/block.py and course_lib/model.py):
 
-    block_backward(dy, cache, params) -> dx (N, C), grads
-        dy (N, C) the gradient of the block's output; cache the dict a course_lib Block's
-        forward keeps ('ln1.xhat', 'attn.qkv', 'ffn.h', ...); params and grads dicts with the
-        block's short names ('attn.w_q', 'ln1.gamma', 'ffn.w1', ...).
-    model_backward(model) -> grads, dict name -> array, after model.loss(tokens, targets).
+    block_backward(dy, cache, params, norm="post", activation="relu") -> dx (N, C), grads
+        dy (N, C), or (M, C) at cache['rows'], the gradient of the block's output; cache the
+        dict a course_lib Block's forward keeps ('ln1.xhat', 'attn.qkv', 'ffn.h', 'rows', ...);
+        params and grads dicts with the block's short names ('attn.w_q', 'ln1.gamma', ...).
+    model_backward(model) -> grads, dict name -> array, after model.loss(tokens, targets); it
+        runs the learner's block_backward on each block.
 
-Block: the expected values come from float64 NumPy formulas written here (tests prove them
-equal to course_lib's Block.backward). When dx is wrong, the usual mistakes are computed and
-the one the result reproduces is named: a residual's skip path not added, the skip path fed
-with dy instead of the gradient after the LayerNorm, the LayerNorms taken in the pre-LN order,
-one of the three paths Q, K, V from x to the attention left out, W_qkv stacked in another
-order than Q | K | V, W_o not transposed, the two LayerNorms' caches swapped, a LayerNorm's
-gamma left out or taken from the other LayerNorm. Otherwise the first wrong parameter gradient
-in backward order says between which stations the bug sits. A function that calls
-Block.backward, what the exercise rebuilds, fails (core's `library`). A last stage runs a
-float32 block, the course model's dtype: its gradients must be float32 (an array made in
-float64 reaches a kernel, which names the two dtypes, and core's call() says which is whose).
+Block: the post-LN block at all rows is compared with float64 NumPy formulas written here
+(tests prove them equal to course_lib's Block.backward); the pre-LN and GELU blocks and the
+scored rows with Block.backward on the kernels' NumPy twins. When dx is wrong, the usual
+mistakes are computed and the one the result reproduces is named: a residual's skip path not
+added, the skip path fed with dy instead of the gradient after the LayerNorm, the LayerNorms
+taken in the other placement's order, one of the three paths Q, K, V from x to the attention
+left out, W_qkv stacked in another order than Q | K | V, W_o not transposed, the two
+LayerNorms' caches swapped, a LayerNorm's gamma left out or taken from the other LayerNorm,
+ReLU's backward in a GELU block, x's gradient kept at the scored rows only, the sign. A
+parameter gradient that holds another's, or the first sequence's share alone, is named too.
+Otherwise the first wrong parameter gradient in backward order says between which stations
+the bug sits. A function that calls Block.backward, what the exercise rebuilds, fails (core's
+`library`). A last stage runs a float32 block, the course model's dtype: its gradients must be
+float32 (an array made in float64 reaches a kernel, which names the two dtypes, and core's
+call() says which is whose).
 
-Model: the expected gradients come from course_lib's model.backward() on small float64
-models (post-LN like the course model, then a GPT-2 style pre-LN model with a tied head and
-learned positions), every LayerNorm's gamma and beta (ln_f's too) moved away from 1 and 0.
-Named: a tied embedding's gradient that holds only one of its two shares, the head's share
-transposed, dlogits not divided by the number of scored rows, the blocks taken in forward
-order, a LayerNorm backward without its gamma. A function that calls model.backward or its
-helpers fails.
+Model: the learner's block_backward is checked first when model_backward calls it (a bug
+there is named as Exercise 10.2's). The expected gradients come from course_lib's
+model.backward() on small float64 models (post-LN like the course model, then a GPT-2 style
+one: pre-LN, GELU, ln_f, tied head, learned positions, no attention biases), every
+LayerNorm's gamma and beta (ln_f's too) moved away from 1 and 0. Named: a tied embedding's
+gradient that holds only one of its two shares, the head's share transposed, dlogits not
+divided by the number of scored rows or negated, head.b from one row or as a mean, the blocks
+taken in forward order, a LayerNorm backward without its gamma. A function that calls
+model.backward, its helpers or Block.backward fails; a float32 model's gradients must be
+float32, as in the block.
 """
 import copy
 from itertools import permutations
 
 import numpy as np
 
+from .. import kernels
 from ..block import Block
 from ..config import ModelConfig
-from .core import (case_rng, FLOAT64_SOURCES, CheckFailed, NotDone, as_array, call, checker, diagnose,
-                   expect_shape, float_dtype, low_precision, stage, tiered)
+from ..kernels import numpy_ref
+from . import reference
+from .cases import call_hinted
+from .core import (case_rng, FLOAT64_SOURCES, CheckFailed, NotDone, as_array, check_quietly, checker,
+                   diagnose, expect_shape, float_dtype, learner_helpers, low_precision, stage, tiered)
 from .library import Solution
 
 __all__ = ["check_block_backward", "check_model_backward"]
@@ -120,8 +132,8 @@ def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False,
         return dx
 
     if pre_order:       # y = x + FFN(LN2(x)), x = x + Attn(LN1(x)): the LayerNorms inside the forks
-        d = dy + ln("ln2", ln2, ffn(dy))
-        return d + ln("ln1", ln1, attn(d)), g
+        d = ln("ln2", ln2, ffn(dy)) + (dy if skip_ffn else 0.0)
+        return ln("ln1", ln1, attn(d)) + (d if skip_attn else 0.0), g
     dr = ln("ln2", ln2, dy)                                      # y = LN2(r2), r2 = m + FFN(m)
     dm = ffn(dr) + ((dy if skip_gets_dy else dr) if skip_ffn else 0.0)
     dr = ln("ln1", ln1, dm)                                      # m = LN1(r1), r1 = x + Attn(x)
@@ -133,7 +145,9 @@ def _block_backward(dy, s, p, skip_ffn=True, skip_attn=True, skip_gets_dy=False,
 # random blocks: parameters, an input, and the cache of course_lib's Block forward
 # ----------------------------------------------------------------------------------------
 
-def _block_case(seed, B, T, C, H, F, dtype="float64"):
+def _block_case(seed, B, T, C, H, F, dtype="float64", norm="post", rows=None, activation="relu"):
+    """(dy, cache, params) of a random block; rows: the scored rows (the last block of a model
+    whose loss reads one position per sequence), dy then (M, C)."""
     rng = case_rng(seed)
     p = {}
     for w in "qkvo":
@@ -144,14 +158,23 @@ def _block_case(seed, B, T, C, H, F, dtype="float64"):
         p[ln + ".gamma"] = 1 + 0.5 * rng.standard_normal(C)
         p[ln + ".beta"] = 0.3 * rng.standard_normal(C)
     p = {k: v.astype(dtype) for k, v in p.items()}
-    cfg = ModelConfig(vocab_size=20, seq_len=max(T, 1), d_model=C, n_heads=H, n_layers=1, d_ff=F,
-                      dtype=dtype)
-    from .. import kernels
-    block = Block(0, cfg, {"blocks.0." + k: v for k, v in p.items()}, kernels)
+    block = Block(0, _block_config(B, T, C, H, F, dtype, norm, activation),
+                  {"blocks.0." + k: v for k, v in p.items()}, kernels)
     x = rng.standard_normal((B * T, C)).astype(dtype)
-    _, cache = block.forward(x, B, T)
-    dy = rng.standard_normal((B * T, C)).astype(dtype)
+    y, cache = block.forward(x, B, T, None if rows is None else np.asarray(rows))
+    dy = rng.standard_normal(y.shape).astype(dtype)
     return dy, cache, p
+
+
+def _block_config(B, T, C, H, F, dtype="float64", norm="post", activation="relu"):
+    return ModelConfig(vocab_size=20, seq_len=max(T, 1), d_model=C, n_heads=H, n_layers=1, d_ff=F,
+                       dtype=dtype, norm=norm, activation=activation)
+
+
+def _numpy_block_backward(dy, cache, params, norm, activation="relu"):
+    """course_lib's Block.backward on the NumPy twins of the kernels, in float64: the reference
+    of the pre-LN and GELU blocks and of the scored rows (tests prove it equal to the formulas)."""
+    return reference.block_backward(dy, cache, params, norm, activation, kernels=numpy_ref)
 
 
 def _deepcopy(d):
@@ -162,6 +185,10 @@ _OWN_BLOCK = Solution("block.Block.backward",
                       message="your function calls course_lib's Block.backward",
                       hint="write the stations yourself: Block.backward is what you are "
                            "rebuilding (use the kernels the exercise lists)")
+_BLOCKS_BY_COURSE_LIB = Solution("block.Block.backward",
+                                 message="your function calls course_lib's Block.backward",
+                                 hint="run your own block_backward of Exercise 10.2 on each block, the "
+                                      "last first, with the block's parameters under their short names")
 _OWN_MODEL = [Solution(f"model.Transformer.{name}",
                        message=f"your function calls model.{name}, course_lib's own backward",
                        hint="write the stations yourself: model.backward is what you are "
@@ -169,11 +196,24 @@ _OWN_MODEL = [Solution(f"model.Transformer.{name}",
               for name in ("backward", "_head_backward", "_blocks_backward")]
 
 
-def _call_block(fn, dy, cache, params):
-    """The learner's block_backward on copies; a cache or params array changed in place fails."""
+_NORM_ARGUMENT = (("positional argument",), "block_backward(dy, cache, params, norm='post', "
+                                           "activation='relu'): the fourth argument names the placement, "
+                                           "'post' or 'pre', the fifth the FFN's activation")
+_ROW_ERRORS = [
+    (("reshape",), "this block kept only the scored rows (cache['rows']): its heads are (M, C), not "
+                   "(B, T, C); k.attention_rows_backward(dheads, qkv, att, rows) gives dqkv (B, T, 3C)"),
+    (("broadcast",), "this block kept only the scored rows (cache['rows']): after its attention every "
+                     "array has M rows, x has N; a skip path adds at those rows only, dx[rows] += ..."),
+]
+
+
+def _call_block(fn, dy, cache, params, norm="post", activation="relu"):
+    """The learner's block_backward on copies; a cache or params array changed in place fails. The
+    arguments the exercise's default gives are left out (an older 3-argument function still runs)."""
     c, p = _deepcopy(cache), _deepcopy(params)
-    with np.errstate(all="ignore"):
-        result = call(fn, dy, c, p)
+    errors = [_NORM_ARGUMENT] + (_ROW_ERRORS if cache.get("rows") is not None else [])
+    args = (dy, c, p) + ((norm, activation) if activation != "relu" else (norm,) if norm != "post" else ())
+    result = call_hinted(fn, args, errors)
     for what, before, after in (("cache", cache, c), ("params", params, p)):
         for k, v in before.items():
             if isinstance(v, np.ndarray) and not np.array_equal(v, after.get(k), equal_nan=True):
@@ -251,12 +291,14 @@ def _expect_float32(dx, grads):
                                    "dtype), so something in your function is float64: " + FLOAT64_SOURCES)
 
 
-def _check_block_case(fn, dy, cache, params, rtol=1e-6, atol=1e-9):
-    N, C = dy.shape
-    dx, grads = _unpack_block(_call_block(fn, dy, cache, params), N, C, params)
+def _check_block_case(fn, dy, cache, params, norm="post", activation="relu", rtol=1e-6, atol=1e-9):
+    N, C = cache["input"].shape
+    dx, grads = _unpack_block(_call_block(fn, dy, cache, params, norm, activation), N, C, params)
     if dy.dtype == np.float32:
         _expect_float32(dx, grads)
         dy, cache, params = (_as_float64(d) for d in (dy, cache, params))
+    if norm == "pre" or cache["rows"] is not None or activation != "relu":
+        return _check_other_block(dx, grads, dy, cache, params, norm, activation, rtol, atol)
     want_dx, want = _block_backward(dy, cache, params)
     wrong = _first_wrong(grads, want, _BACKWARD_ORDER, rtol, atol)
     default = (_station_hint(wrong) if wrong else
@@ -289,14 +331,89 @@ def _check_block_case(fn, dy, cache, params, rtol=1e-6, atol=1e-9):
                                                              f"missing)") for w in "qkv"]
     mistakes += [(V(paths=w), fork_hint + f" (only the path through {w.upper()} is there)")
                  for w in "qkv"]
+    mistakes.append((-want_dx, _SIGN))
     diagnose(dx, want_dx, mistakes, default, what="dx", rtol=rtol, atol=atol)
-    for k in _BACKWARD_ORDER:
+    _check_parameter_gradients(grads, want, _BACKWARD_ORDER, dy, cache, params, "post", rtol, atol)
+
+
+_SIGN = "dx has the right size and the wrong sign: no step of the backward subtracts"
+
+
+def _check_parameter_gradients(grads, want, order, dy, cache, params, norm, rtol, atol, activation="relu"):
+    """Each parameter's gradient in backward order, against the right one; named when it holds
+    another parameter's gradient, or the first sequence's share alone."""
+    first = _first_sequence(dy, cache, params, norm, activation)
+    for k in order:
         others = [(want[o], f"grads[{k!r}] holds the gradient of {o!r}: check which gradient "
                             f"goes under which name (W_qkv's columns are Q | K | V)")
                   for o in BLOCK_NAMES if o != k and want[o].shape == want[k].shape]
+        others.append((lambda k=k: first()[k], f"grads[{k!r}] holds the first sequence's share alone: "
+                                               f"every sequence of the batch adds to a weight's gradient "
+                                               f"(work on all B * T rows, e.g. dqkv.reshape(B * T, 3 * C))"))
+        others.append((-want[k], f"grads[{k!r}] has the wrong sign"))
         diagnose(grads[k], want[k], others,
                  "dx is right but this gradient is not: look at the line that computes it",
                  what=f"grads[{k!r}]", rtol=rtol, atol=atol)
+
+
+def _first_sequence(dy, cache, params, norm, activation="relu"):
+    """() -> the parameter gradients of the first sequence alone: the sequences of a block do
+    not mix, so they are the gradients of dy with every other sequence's rows set to 0."""
+    B, T = cache["attn.qkv"].shape[:2]
+    rows = np.arange(dy.shape[0]) if cache["rows"] is None else np.asarray(cache["rows"])
+    if B == 1:
+        return lambda: {}
+    return lambda: _numpy_block_backward(dy * (rows < T)[:, None], cache, params, norm, activation)[1]
+
+
+_PRE_ORDER = ["ffn.w2", "ffn.b2", "ffn.w1", "ffn.b1", "ln2.gamma", "ln2.beta",
+              "attn.w_o", "attn.w_q", "attn.w_k", "attn.w_v", "ln1.gamma", "ln1.beta"]
+_PRE_WHERE = {"ffn": "the FFN's backward, the first station (it reads dy itself)",
+              "ln2": "LN2's backward, which takes what came back through the FFN",
+              "attn": "the gradient of m, dy plus what came back through LN2 (the FFN's skip path "
+                      "carries dy unchanged), or the attention's backward",
+              "ln1": "LN1's backward, which takes what came back through the attention"}
+
+
+def _check_other_block(dx, grads, dy, cache, params, norm, activation, rtol, atol):
+    """A pre-LN or GELU block, or a block at the scored rows: against course_lib's Block.backward on
+    the NumPy twins, with the mistakes of the placement, the activation and the rows."""
+    want_dx, want = _numpy_block_backward(dy, cache, params, norm, activation)
+    rows = cache["rows"]
+    mistakes = [(-want_dx, _SIGN)]
+    if activation == "gelu":
+        mistakes.append((lambda: _numpy_block_backward(dy, cache, params, norm)[0],
+                         "this is ReLU's backward: with activation='gelu' the FFN's derivative is "
+                         "GELU's, k.gelu_backward(da, cache['ffn.h'], cache['ffn.a'])"))
+    elif rows is None:      # norm == "pre": the formulas above, with switches
+        V = lambda **kw: (lambda: _block_backward(dy, cache, params, pre_order=True, **kw)[0])  # noqa: E731
+        mistakes += [
+            (lambda: _block_backward(dy, cache, params)[0],
+             "this is the post-LN backward: with norm='pre' the LayerNorms sit inside the branches, "
+             "so the backward takes the FFN first, then LN2, and the skip paths pass no LayerNorm"),
+            (V(skip_ffn=False, skip_attn=False), "both skip paths are missing: m = x + Attn(LN1(x)) "
+                                                 "and y = m + FFN(LN2(m)) each add their input"),
+            (V(skip_ffn=False), "the FFN's skip path is missing: dm = dy + LN2's backward of the FFN's"),
+            (V(skip_attn=False), "the attention's skip path is missing: dx = dm + LN1's backward of "
+                                 "the attention's"),
+            (V(swap_ln=True), "the two LayerNorms' caches are swapped: LN2's backward reads "
+                              "cache['ln2.xhat'] and cache['ln2.rstd']"),
+        ] + _gamma_mistakes(V)
+    else:                   # the scored rows: x's gradient through K and V reaches every row
+        at_rows = np.zeros_like(want_dx)
+        at_rows[rows] = want_dx[rows]
+        mistakes.append((at_rows, "x's gradient is right at the scored rows only: the keys and values "
+                                  "come from every position, so the attention's backward reaches every "
+                                  "row of x (only the skip path stops at the scored rows)"))
+    order = _BACKWARD_ORDER if norm == "post" else _PRE_ORDER
+    wrong = _first_wrong(grads, want, order, rtol, atol)
+    where = _WHERE if norm == "post" else _PRE_WHERE
+    default = (f"the first wrong gradient in backward order is grads[{wrong!r}]: the bug sits at "
+               f"{where[wrong.split('.')[0]]}" if wrong else
+               "every parameter gradient is right but dx is not: x's gradient adds the attention "
+               "path and the skip path" + (" (at the scored rows)" if rows is not None else ""))
+    diagnose(dx, want_dx, mistakes, default, what="dx", rtol=rtol, atol=atol)
+    _check_parameter_gradients(grads, want, order, dy, cache, params, norm, rtol, atol, activation)
 
 
 def _as_float64(a):
@@ -306,19 +423,33 @@ def _as_float64(a):
     return a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
 
 
-@checker("Exercise 10.2", "post-LN block backward", library=[_OWN_BLOCK])
+@checker("Exercise 10.2", "a block's backward, post-LN and pre-LN", library=[_OWN_BLOCK])
 def check_block_backward(block_backward):
     with stage("returns"):
         dy, cache, params = _block_case(100, 1, 3, 4, 2, 8)
         _unpack_block(_call_block(block_backward, dy, cache, params), 3, 4, params)
-    with stage("small block (B=1, T=3, C=4, 2 heads)"):
+    with stage("small post-LN block (B=1, T=3, C=4, 2 heads)"):
         _check_block_case(block_backward, dy, cache, params)
-    with stage("random blocks"):
+    with stage("random post-LN blocks"):
         for seed, shape in ((101, (2, 5, 8, 2, 16)), (102, (2, 4, 12, 3, 20))):
             _check_block_case(block_backward, *_block_case(seed, *shape))
     with stage("edge cases (one token; the course model's sizes)"):
         for seed, shape in ((103, (3, 1, 8, 2, 16)), (104, (2, 8, 64, 4, 256))):
             _check_block_case(block_backward, *_block_case(seed, *shape))
+    with stage("pre-LN blocks, norm='pre' (GPT-2's placement)"):
+        for seed, shape in ((106, (1, 3, 4, 2, 8)), (107, (2, 5, 8, 2, 16))):
+            _check_block_case(block_backward, *_block_case(seed, *shape, norm="pre"), norm="pre")
+    with stage("the last block: only the scored rows (cache['rows'], one per sequence)"):
+        for seed, norm in ((108, "post"), (109, "pre")):
+            B, T = 3, 4
+            rows = [b * T + T - 1 for b in range(B)]            # the last position of each sequence
+            _check_block_case(block_backward, *_block_case(seed, B, T, 8, 2, 16, norm=norm, rows=rows),
+                              norm=norm)
+    with stage("a GELU block, activation='gelu' (GPT-2's FFN), pre-LN and at the scored rows"):
+        _check_block_case(block_backward, *_block_case(110, 2, 5, 8, 2, 16, norm="pre", activation="gelu"),
+                          norm="pre", activation="gelu")
+        _check_block_case(block_backward, *_block_case(111, 2, 4, 8, 2, 16, norm="pre", rows=[3, 7],
+                                                       activation="gelu"), norm="pre", activation="gelu")
     with stage("a float32 block (the course model's dtype): float32 gradients"):
         # float64 inputs gave float64 gradients above (core notes a float32 one); here every
         # input is float32, and every array the function makes must be float32 too
@@ -330,13 +461,14 @@ def check_block_backward(block_backward):
 # Exercise 10.3: the whole model
 # ----------------------------------------------------------------------------------------
 
-def _models():
-    """Small float64 models: the course model's kind, then a GPT-2 style one."""
+def _models(dtype="float64"):
+    """Small models whose blocks Exercise 10.2's block_backward handles (no attention biases): the
+    course model's kind, then GPT-2's (pre-LN, GELU, ln_f, causal, tied head, learned positions)."""
     from ..config import presets
-    post = presets.deep_dive().replace(d_model=16, d_ff=32, n_heads=2, dtype="float64")
-    gpt = presets.gpt2(vocab_size=20, seq_len=8, d_model=16, n_heads=2, n_layers=2, d_ff=32,
-                       dtype="float64")
-    return post, gpt
+    post = presets.deep_dive().replace(d_model=16, d_ff=32, n_heads=2, dtype=dtype)
+    pre = presets.gpt2(vocab_size=20, seq_len=8, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                       attn_bias=False, dtype=dtype)
+    return post, pre
 
 
 def _problems(seed, B, T):
@@ -381,7 +513,7 @@ def _exception_hint(e, model):
     if model.config.tie_embeddings and f"({V},{C})" in text and f"({C},{V})" in text:
         return ("tok_emb (V, C) cannot take a (C, V) array: the head's share must be in E's "
                 "(V, C) layout: dlogits^T x")
-    if "shape" in text or "broadcast" in text or "align" in text or "fit" in text:
+    if any(word in text for word in ("shape", "broadcast", "align", "fit", "mustbe")):
         return ("a shape does not fit: the stations go backward in reverse (head, ln_f, "
                 "reversed(blocks), embedding), each block with its own saved dict")
     return "run it on a small model and print the shape of dx after each station"
@@ -473,13 +605,20 @@ def _check_model_case(fn, cfg, tokens, targets, seed=0):
     s = model.saved
     M = len(s["targets"])
     mistakes = []
+    from .. import kernels
+    dlogits = kernels.cross_entropy_backward(s["probs"], s["targets"])
     if wrong == order[0]:           # the first station already M times too large: dlogits
         mistakes = [(want[wrong] * M, f"dlogits = (p - onehot(y)) / M: the loss is the mean over "
                                       f"the M scored rows (here M = {M}), so divide by the number "
-                                      f"of scored rows (cross_entropy_backward does)")]
+                                      f"of scored rows (cross_entropy_backward does)"),
+                    (-want[wrong], "the gradient has the wrong sign from the first station on: "
+                                   "dlogits = p - onehot(y), not onehot(y) - p")]
+    if wrong == "head.b":
+        mistakes += [(dlogits[0], "head.b sums dlogits over ALL the scored rows, not the first"),
+                     (dlogits.mean(axis=0), "head.b is the SUM of dlogits over the scored rows (the "
+                                            "1/M of the mean loss is already inside dlogits), not "
+                                            "their mean")]
     if wrong == "tok_emb" and cfg_.tie_embeddings:
-        from .. import kernels
-        dlogits = kernels.cross_entropy_backward(s["probs"], s["targets"])
         head_part = dlogits.T @ s["final"]
         mistakes += [(want["tok_emb"] - head_part,
                      "tied embeddings: tok_emb is used twice, as the lookup table and as the "
@@ -508,15 +647,25 @@ def _without_gamma(model, ln):
         model.params[key] = gamma
 
 
-@checker("Exercise 10.3", "the whole model's backward", library=_OWN_MODEL)
+def _check_own_block(fn):
+    """A model_backward that calls the learner's block_backward (Exercise 10.2): that one first,
+    quietly, so that a bug there is named there."""
+    own = learner_helpers(fn, ["block_backward"])
+    if own:
+        with stage("first, the block_backward of Exercise 10.2 that model_backward calls"):
+            check_quietly(fn, check_block_backward, "Exercise 10.2", own, own["block_backward"])
+
+
+@checker("Exercise 10.3", "the whole model's backward", library=[*_OWN_MODEL, _BLOCKS_BY_COURSE_LIB])
 def check_model_backward(model_backward):
     post, gpt = _models()
+    _check_own_block(model_backward)
     with stage("returns"):
         tokens, targets = _problems(110, 2, 8)
         _check_model_case(model_backward, post, tokens, targets)
     with stage("post-LN model (the course model's kind)"):
         _check_model_case(model_backward, post, *_problems(111, 4, 8), seed=1)
-    with stage("pre-LN model (GPT-2 style: ln_f, tied head, learned positions)"):
+    with stage("a GPT-2 style model (pre-LN, GELU, ln_f, causal, tied head, learned positions)"):
         _check_model_case(model_backward, gpt, *_problems(112, 4, 8), seed=2)
     with stage("edge cases (T < seq_len, every position scored, one sequence)"):
         _check_model_case(model_backward, gpt, *_problems(113, 3, 5), seed=3)
@@ -524,3 +673,24 @@ def check_model_backward(model_backward):
         every = case_rng(114).integers(0, 20, (2, 8))
         _check_model_case(model_backward, post, tokens, every, seed=4)
         _check_model_case(model_backward, gpt, *_problems(115, 1, 8), seed=5)
+    with stage("a float32 model (the course model's dtype): float32 gradients"):
+        _check_float32_model(model_backward, _models("float32")[0], *_problems(116, 4, 8))
+
+
+def _check_float32_model(fn, cfg, tokens, targets):
+    """The course model is float32: its gradients are float32 (the optimiser adds them to float32
+    parameters), and right to float32's rounding."""
+    from ..model import Transformer
+    model = Transformer(cfg, seed=6)
+    model.loss(tokens, targets)
+    want = model.backward()
+    grads = _run_model_backward(fn, model)
+    _expect_one_gradient_per_parameter(grads, model)
+    for k in _backward_order(model):
+        dtype = float_dtype(grads[k])
+        if dtype != np.float32:
+            raise CheckFailed(f"grads[{k!r}] is {dtype or type(grads[k]).__name__}, but the model is "
+                              "float32", hint="a dtype problem: the model's arrays are float32, so "
+                                              "something in your function is float64: " + FLOAT64_SOURCES)
+        diagnose(grads[k], want[k], [], "right in float64 but not in float32: look for a step that "
+                                        "loses precision", what=f"grads[{k!r}]", rtol=1e-3, atol=1e-5)

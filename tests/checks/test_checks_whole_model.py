@@ -56,13 +56,33 @@ def test_reference_passes(check, fn, capsys):
 
 
 def _block_variant(**kw):
-    def fn(dy, cache, params):
-        return wm._block_backward(dy, cache, params, **kw)
+    """The checker's formulas with a mistake switched on (they know no scored rows)."""
+    def fn(dy, cache, params, norm="post", activation="relu"):
+        return wm._block_backward(dy, cache, params, **{"pre_order": norm == "pre", **kw})
     return fn
 
 
-def test_block_loop_version_passes(capsys):
-    assert run_check(cl.checks.check_block_backward, _block_variant(), capsys)[0].passed
+def test_block_formulas_pass_until_the_scored_rows(capsys):
+    result, out = run_check(cl.checks.check_block_backward, _block_variant(), capsys)
+    assert result.stage.startswith("the last block: only the scored rows"), out
+
+
+@pytest.mark.parametrize("norm, rows", [("pre", None), ("post", [3, 7]), ("pre", [0, 5])])
+def test_the_numpy_reference_equals_course_lib_block(norm, rows):
+    """The reference of the pre-LN block and of the scored rows: Block.backward on the NumPy
+    twins equals Block.backward on the compiled kernels, and the formulas where they apply."""
+    from course_lib.block import Block
+    dy, cache, params = wm._block_case(8, 2, 4, 8, 2, 16, norm=norm, rows=rows)
+    dx, g = wm._numpy_block_backward(dy, cache, params, norm)
+    cfg = wm._block_config(2, 4, 8, 2, 16, norm=norm)
+    grads = {}
+    ref = Block(0, cfg, {"blocks.0." + k: v for k, v in params.items()}, cl.kernels).backward(dy, cache, grads)
+    np.testing.assert_allclose(dx, ref, rtol=1e-10, atol=1e-12)
+    for k in params:
+        np.testing.assert_allclose(g[k], grads["blocks.0." + k], rtol=1e-10, atol=1e-12)
+    if rows is None:
+        dx_formula, g_formula = wm._block_backward(dy, cache, params, pre_order=True)
+        np.testing.assert_allclose(dx_formula, ref, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("kw, hint", [
@@ -81,23 +101,23 @@ def test_block_rejects(kw, hint, capsys):
 
 
 def test_block_swapped_names(capsys):
-    def fn(dy, cache, params):
-        dx, g = block_backward(dy, cache, params)
+    def fn(dy, cache, params, norm="post", activation="relu"):
+        dx, g = block_backward(dy, cache, params, norm, activation)
         g["attn.w_q"], g["attn.w_k"] = g["attn.w_k"], g["attn.w_q"]
         return dx, g
     assert_rejects(cl.checks.check_block_backward, fn, capsys, "holds the gradient of")
 
 
 def test_block_in_place(capsys):
-    def fn(dy, cache, params):
-        out = block_backward(dy, cache, params)
+    def fn(dy, cache, params, norm="post", activation="relu"):
+        out = block_backward(dy, cache, params, norm, activation)
         cache["ffn.h"][...] = 0
         return out
     result, out = run_check(cl.checks.check_block_backward, fn, capsys)
     assert not result.passed and "cache['ffn.h']" in out
 
-    def fn2(dy, cache, params):
-        out = block_backward(dy, cache, params)
+    def fn2(dy, cache, params, norm="post", activation="relu"):
+        out = block_backward(dy, cache, params, norm, activation)
         dy[...] = 0
         return out
     result, out = run_check(cl.checks.check_block_backward, fn2, capsys)
@@ -109,8 +129,8 @@ def test_block_float32_named(capsys):
         return {k: v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
                 else v for k, v in d.items()}
 
-    def fn(dy, cache, params):       # the whole computation in float32
-        return block_backward(dy.astype(np.float32), f32(cache), f32(params))
+    def fn(dy, cache, params, norm="post", activation="relu"):       # the whole computation in float32
+        return block_backward(dy.astype(np.float32), f32(cache), f32(params), norm, activation)
     assert_rejects(cl.checks.check_block_backward, fn, capsys, "dtype problem")
 
 
@@ -164,7 +184,7 @@ def test_model_returns_none(capsys):
 def test_block_backward_withheld(capsys):
     from course_lib.block import Block
 
-    def fn(dy, cache, params):       # course_lib's block instead of the stations
+    def fn(dy, cache, params, norm="post", activation="relu"):       # course_lib's block instead of the stations
         C, F = dy.shape[1], params["ffn.w1"].shape[1]
         B, T = cache["attn.qkv"].shape[:2]
         cfg = cl.ModelConfig(vocab_size=20, seq_len=T, d_model=C, n_heads=2, n_layers=1,
@@ -220,7 +240,7 @@ def test_block_station_hint_names_layernorm_input_gradient():
 
 
 def test_block_bug_after_ln_gamma_points_to_dr2(capsys):
-    def fn(dy, cache, params):       # LN2's gamma left out, and dx wrong in another way too
+    def fn(dy, cache, params, norm="post", activation="relu"):       # LN2's gamma left out, and dx wrong in another way too
         dx, g = wm._block_backward(dy, cache, params, gammas={"ln2": None})
         return dx + 1.0, g
     assert_rejects(cl.checks.check_block_backward, fn, capsys,
@@ -234,15 +254,26 @@ def test_block_wqkv_order_named(order, capsys):
 
 
 def test_block_wqkv_built_qvk_in_code(capsys):
-    def fn(dy, cache, params):       # the learner stacks W_qkv by hand, in the order Q | V | K
+    def fn(dy, cache, params, norm="post", activation="relu"):       # the learner stacks W_qkv by hand, in the order Q | V | K
         c = dict(cache)
         c["attn.w_qkv"] = np.concatenate([params["attn.w_q"], params["attn.w_v"],
                                           params["attn.w_k"]], axis=1)
-        return block_backward(dy, c, params)
+        return block_backward(dy, c, params, norm, activation)
     assert_rejects(cl.checks.check_block_backward, fn, capsys, "[W_q | W_k | W_v]")
 
 
 # ----- named mistakes of the whole model ------------------------------------------------------
+
+def _own_block(model, i, dx, grads):
+    """Block i's backward by the notebook's block_backward (10.3 runs the learner's), its gradients
+    put into grads under the model's names."""
+    prefix = f"blocks.{i}."
+    short = {n[len(prefix):]: v for n, v in model.params.items() if n.startswith(prefix)}
+    dx, g = block_backward(dx, model.saved["blocks"][i], short, model.config.norm,
+                          model.config.activation)
+    grads.update({prefix + n: v for n, v in g.items()})
+    return dx
+
 
 def test_model_backward_order_by_station():
     post, gpt = wm._models()
@@ -255,7 +286,7 @@ def test_model_backward_order_by_station():
     order = wm._backward_order(cl.Transformer(gpt))
     b1 = [n[len("blocks.1."):] for n in order if n.startswith("blocks.1.")]
     assert b1[0] == "ffn.w2" and b1[4:6] == ["ln2.gamma", "ln2.beta"]
-    assert b1[6:8] == ["attn.w_o", "attn.b_o"] and b1[-2:] == ["ln1.gamma", "ln1.beta"]
+    assert b1[6] == "attn.w_o" and b1[-2:] == ["ln1.gamma", "ln1.beta"]
     assert order[:2] == ["ln_f.gamma", "ln_f.beta"] and order[-2:] == ["pos_emb", "tok_emb"]
     assert sorted(order) == sorted(cl.Transformer(gpt).params)
 
@@ -282,8 +313,8 @@ def _tied_share_transposed(model):
     dx = dlogits @ p["tok_emb"]
     dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(
         dx, s["ln_f.xhat"], s["ln_f.rstd"], p["ln_f.gamma"])
-    for block, saved in reversed(list(zip(model.blocks, s["blocks"]))):
-        dx = block.backward(dx, saved, grads)
+    for i in reversed(range(cfg.n_layers)):
+        dx = _own_block(model, i, dx, grads)
     B, T = s["tokens"].shape
     d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, -1), cfg.vocab_size)
     grads["tok_emb"] = d_tok + head_share
@@ -326,12 +357,10 @@ def test_model_blocks_not_reversed(capsys):
         dlogits = k.cross_entropy_backward(s["probs"], s["targets"])
         dx, grads["head.w"], grads["head.b"] = k.linear_backward(dlogits, s["final"],
                                                                  p["head.w"], True)
-        for block, saved in zip(model.blocks, s["blocks"]):           # forward order
-            dx = block.backward(dx, saved, grads)
+        for i in range(model.config.n_layers):                         # forward order
+            dx = _own_block(model, i, dx, grads)
         return grads
-    assert_rejects(cl.checks.check_model_backward, fn, capsys,
-                   "the blocks go backward in reverse order, the last block first",
-                   stage="returns")
+    assert_rejects(cl.checks.check_model_backward, fn, capsys, "reversed(blocks)", stage="returns")
 
 
 def test_model_loop_over_stations_passes(capsys):
@@ -349,9 +378,8 @@ def test_model_loop_over_stations_passes(capsys):
         if "ln_f.gamma" in p:
             dx, grads["ln_f.gamma"], grads["ln_f.beta"] = k.layernorm_backward(
                 dx, s["ln_f.xhat"], s["ln_f.rstd"], p["ln_f.gamma"])
-        blocks = model.blocks
-        for i in range(len(blocks) - 1, -1, -1):
-            dx = blocks[i].backward(dx, s["blocks"][i], grads)
+        for i in range(len(model.blocks) - 1, -1, -1):
+            dx = _own_block(model, i, dx, grads)
         B, T = s["tokens"].shape
         d_tok, d_pos = k.embedding_backward(s["tokens"], dx.reshape(B, T, -1),
                                             model.config.vocab_size)
@@ -378,15 +406,15 @@ def _edited_solution(name, old, new):
     """The notebook's solution of `name` with one piece of its code replaced."""
     source = _solution_source(name)
     assert old in source
-    namespace = {"np": np, "cl": cl}
+    namespace = {"np": np, "cl": cl, "block_backward": block_backward}   # 10.3 calls 10.2's
     exec(compile(source.replace(old, new), str(NOTEBOOK), "exec"), namespace)
     return namespace[name]
 
 
 def test_block_float32_gradients_for_float64_inputs_fail(capsys):
     """Right to 7 digits, within the tolerance of 1e-6: failed as a dtype problem all the same."""
-    def fn(dy, cache, params):
-        dx, g = block_backward(dy, cache, params)
+    def fn(dy, cache, params, norm="post", activation="relu"):
+        dx, g = block_backward(dy, cache, params, norm, activation)
         return dx, {k: v.astype(np.float32) for k, v in g.items()}
     result = assert_rejects(cl.checks.check_block_backward, fn, capsys, "dtype problem",
                             stage="returns")
@@ -421,7 +449,7 @@ def test_block_mixed_dtypes_get_a_dtype_hint(capsys):
 
 def test_block_float64_array_in_a_float32_block_is_named(capsys):
     """np.zeros without dtype= is float64: harmless in float64, named in the float32 block."""
-    fn = _edited_solution("block_backward", "dm = dm + dr2", "dm = dm + dr2 + np.zeros(dm.shape)")
+    fn = _edited_solution("block_backward", "dm = ffn(dr2) + dr2", "dm = ffn(dr2) + dr2 + np.zeros(dr2.shape)")
     result = assert_rejects(cl.checks.check_block_backward, fn, capsys,
                             "your inputs are float32, so an array your function made is float64",
                             stage=BLOCK32)
@@ -429,7 +457,8 @@ def test_block_float64_array_in_a_float32_block_is_named(capsys):
 
 
 def test_block_float64_result_of_a_float32_block_is_named(capsys):
-    fn = _edited_solution("block_backward", "dx = dx + dr1", "dx = dx + dr1 / np.sqrt(1.0)")
+    fn = _edited_solution("block_backward", "dx = add_skip(attention(dr1), dr1)",
+                          "dx = add_skip(attention(dr1), dr1) / np.sqrt(1.0)")
     result = assert_rejects(cl.checks.check_block_backward, fn, capsys, "np.sqrt(D)", stage=BLOCK32)
     assert result.message == "dx is float64, but the block is float32"
 
@@ -440,7 +469,7 @@ def test_model_gamma_left_out_of_ln_f_is_named(capsys):
                           's["ln_f.rstd"], np.ones_like(p["ln_f.gamma"])')
     result = assert_rejects(cl.checks.check_model_backward, fn, capsys,
                             "ln_f's backward leaves out gamma",
-                            stage="pre-LN model (GPT-2 style: ln_f, tied head, learned positions)")
+                            stage="a GPT-2 style model (pre-LN, GELU, ln_f, causal, tied head, learned positions)")
     assert "blocks.1" in result.message
 
 
@@ -450,3 +479,112 @@ def test_model_float32_gradients_of_a_float64_model_fail(capsys):
     result = assert_rejects(cl.checks.check_model_backward, fn, capsys, "dtype problem",
                             stage="returns")
     assert "but the model is float64" in result.message
+
+
+# ----- 10.2 for both placements and the scored rows; 10.3 on the learner's block -------------------
+
+PRE = "pre-LN blocks, norm='pre' (GPT-2's placement)"
+ROWS = "the last block: only the scored rows (cache['rows'], one per sequence)"
+
+
+def _rows_ignored(dy, cache, params, norm="post", activation="relu"):
+    """The scored rows read as if the block had kept every row."""
+    return block_backward(dy, {**cache, "rows": None}, params, norm, activation)
+
+
+def _only_at_rows(dy, cache, params, norm="post", activation="relu"):
+    dx, g = block_backward(dy, cache, params, norm, activation)
+    if cache["rows"] is not None:
+        kept = np.zeros_like(dx)
+        kept[cache["rows"]] = dx[cache["rows"]]
+        dx = kept
+    return dx, g
+
+
+def _negated(dy, cache, params, norm="post", activation="relu"):
+    dx, g = block_backward(dy, cache, params, norm, activation)
+    return -dx, g
+
+
+def _first_sequence_w_v(dy, cache, params, norm="post", activation="relu"):
+    dx, g = block_backward(dy, cache, params, norm, activation)
+    T = cache["attn.qkv"].shape[1]
+    rows = np.arange(len(dy)) if cache["rows"] is None else np.asarray(cache["rows"])
+    _, first = block_backward(dy * (rows < T)[:, None], cache, params, norm, activation)
+    return dx, {**g, "attn.w_v": first["attn.w_v"]}
+
+
+def _pre_without_ffn_skip(dy, cache, params, norm="post", activation="relu"):
+    if norm == "post":
+        return block_backward(dy, cache, params, norm, activation)
+    return wm._block_backward(dy, cache, params, pre_order=True, skip_ffn=False)   # ReLU's only
+
+
+@pytest.mark.parametrize("fn, stage, hint", [
+    (lambda dy, cache, params: block_backward(dy, cache, params), PRE, "the fourth argument"),
+    (lambda dy, cache, params, norm="post": block_backward(dy, cache, params), PRE,
+     "this is the post-LN backward"),
+    (_pre_without_ffn_skip, PRE, "the FFN's skip path is missing"),
+    (lambda dy, cache, params, norm="post", activation="relu": block_backward(dy, cache, params, norm),
+     "a GELU block, activation='gelu' (GPT-2's FFN), pre-LN and at the scored rows", "this is ReLU's backward"),
+    (_rows_ignored, ROWS, "k.attention_rows_backward"),
+    (_only_at_rows, ROWS, "right at the scored rows only"),
+    (_negated, "small post-LN block (B=1, T=3, C=4, 2 heads)", "wrong sign"),
+    (_first_sequence_w_v, "random post-LN blocks", "the first sequence's share alone"),
+])
+def test_block_placement_rows_and_sums_named(fn, stage, hint, capsys):
+    assert_rejects(cl.checks.check_block_backward, fn, capsys, hint, stage=stage)
+
+
+def _model_with(block):
+    """The notebook's model_backward, its blocks run by `block` in place of the notebook's."""
+    source = _solution_source("model_backward")
+    namespace = {"np": np, "cl": cl, "block_backward": block}
+    exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    return namespace["model_backward"]
+
+
+def test_model_names_a_wrong_block_backward_as_10_2s(capsys):
+    result = assert_rejects(cl.checks.check_model_backward, _model_with(_negated), capsys,
+                            "fix Exercise 10.2 first",
+                            stage="first, the block_backward of Exercise 10.2 that model_backward calls")
+    assert "the check of Exercise 10.2 fails" in result.message
+
+
+def test_model_on_course_libs_block_is_a_library_call(capsys):
+    def fn(model):
+        grads = {}
+        for block, saved in reversed(list(zip(model.blocks, model.saved["blocks"]))):
+            block.backward(np.zeros(saved["output"].shape), saved, grads)
+        return model_backward(model)
+    result, out = run_check(cl.checks.check_model_backward, fn, capsys)
+    assert result.status == "library call" and "run your own block_backward" in result.hint, out
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda dl: dl[0], "not the first"),
+    (lambda dl: dl.mean(axis=0), "not their mean"),
+])
+def test_model_head_bias_not_summed_named(wrong, hint, capsys):
+    def fn(model):
+        g = model_backward(model)
+        if "head.b" in g:
+            s = model.saved
+            g["head.b"] = wrong(cl.kernels.cross_entropy_backward(s["probs"], s["targets"]))
+        return g
+    assert_rejects(cl.checks.check_model_backward, fn, capsys, hint, stage="returns")
+
+
+def test_model_dlogits_negated_named(capsys):
+    def fn(model):
+        return {k: -v for k, v in model_backward(model).items()}
+    assert_rejects(cl.checks.check_model_backward, fn, capsys, "onehot(y) - p", stage="returns")
+
+
+def test_model_float64_gradients_of_a_float32_model_fail(capsys):
+    """The same dtype rule as 10.2's: a float32 model's gradients are float32."""
+    def fn(model):
+        return {k: v.astype(np.float64) for k, v in model_backward(model).items()}
+    result = assert_rejects(cl.checks.check_model_backward, fn, capsys, "dtype problem",
+                            stage="a float32 model (the course model's dtype): float32 gradients")
+    assert "is float64, but the model is float32" in result.message
