@@ -3,12 +3,16 @@
 The model calls kernels (course_lib.kernels' names and signatures); the exercises have
 signatures of their own. Each adapter below turns one into the other and checks what the
 learner's function returned, so that a wrong shape is reported by exercise, not deep in
-course_lib. Two exercises work above the kernels: the multi-head attention layer (4.4, 4.6,
-with its projections) and the block's forward (6.6); `YourBlock` runs them.
+course_lib. Three exercises work above the kernels: the multi-head attention layer (4.4, 4.6,
+with its projections), the block's forward (6.6) and the block's backward (10.2, which then
+takes the place of 4.6 in the backward pass); `YourBlock` runs them.
 
 Kernels without an exercise (linear forward, ReLU forward, the residual add) stay course_lib's.
 """
 from __future__ import annotations
+
+import contextlib
+import types
 
 import numpy as np
 
@@ -61,6 +65,53 @@ class Backend:
 
     def has(self, part):
         return part in self.functions
+
+    def block_backward(self, dy, cache, params, norm="post", activation="relu"):
+        """The learner's block_backward (10.2) on a block's cache as YourBlock keeps it: the rows its
+        block_forward (6.6) picked after it spread back first; (dx, grads under the short names)."""
+        if not self.has("block_backward"):
+            raise PartError("model_backward", "it calls block_backward (Exercise 10.2), which failed in the model")
+        if cache.get("picked") is not None:
+            dy = scatter_rows(dy, cache["picked"], cache["input"].shape[0])
+            cache = {**cache, "output": cache["full_output"], "picked": None}
+        N, C = cache["input"].shape
+        with _kernels_in_cells(self.functions["block_backward"], self):
+            dx, grads = _tuple("block_backward", self.call("block_backward", dy, cache, params, norm, activation), 2)
+        if not isinstance(grads, dict) or set(grads) != set(params):
+            raise PartError("block_backward", "returned grads " + (f"with the keys {sorted(grads)}" if isinstance(
+                grads, dict) else f"as a {type(grads).__name__}") + " where the model needs one per parameter")
+        return (_array("block_backward", dx, (N, C), dy.dtype, "returned dx of"),
+                {k: _array("block_backward", g, params[k].shape, dy.dtype, f"returned grads[{k!r}] of")
+                 for k, g in grads.items()})
+
+
+@contextlib.contextmanager
+def _kernels_in_cells(fn, backend):
+    """While fn runs, `cl.kernels` in the cells it was defined in is this backend: the block_backward
+    of Exercise 10.2 calls `cl.kernels.layernorm_backward` and the rest, the learner's where they are
+    done (5.3, 6.2, 6.3, 6.5), as the model's own blocks would."""
+    import course_lib
+    cells = getattr(fn, "__globals__", None)
+    if not isinstance(cells, dict) or cells.get("cl") is not course_lib:
+        yield
+        return
+    cells["cl"] = _CourseLibOn(backend)
+    try:
+        yield
+    finally:
+        cells["cl"] = course_lib
+
+
+class _CourseLibOn(types.ModuleType):
+    """course_lib, with `kernels` the learner's backend."""
+
+    def __init__(self, backend):
+        super().__init__("course_lib")
+        self.kernels = backend
+
+    def __getattr__(self, name):
+        import course_lib
+        return getattr(course_lib, name)
 
 
 def _innermost_part(tb):
@@ -202,9 +253,18 @@ class YourBlock(Block):
         return self.kernels.has("block_forward") and cfg.use_attention and cfg.use_ffn and cfg.use_residual \
             and cfg.use_layernorm
 
+    def _own_block_backward(self):
+        """The learner's block_backward (10.2) runs the blocks it was written for: no attention biases,
+        every sublayer."""
+        cfg = self.config
+        return self.kernels.has("block_backward") and not cfg.attn_bias and cfg.use_attention and cfg.use_ffn \
+            and cfg.use_residual and cfg.use_layernorm
+
     def forward(self, x, B, T, rows=None):
         if not self._own_block():
-            return super().forward(x, B, T, rows)
+            y, s = super().forward(x, B, T, rows)
+            s["yours"] = self.kernels           # the learner's model_backward hands this cache to their 10.2
+            return y, s
         # the learner's block sees whole sequences; the scored rows are picked after it
         s = {"input": x, "rows": None}
         y = self.kernels.call("block_forward", x, lambda u: self.attention(u, B, T, None, s),
@@ -214,9 +274,16 @@ class YourBlock(Block):
         s["full_output"] = y
         s["picked"] = rows
         s["output"] = y if rows is None else y[rows]
+        s["yours"] = self.kernels
         return s["output"], s
 
     def backward(self, dy, s, grads):
+        if self._own_block_backward():
+            prefix = self.prefix
+            short = {n[len(prefix):]: v for n, v in self.params.items() if n.startswith(prefix)}
+            dx, own = self.kernels.block_backward(dy, s, short, self.config.norm, self.config.activation)
+            grads.update({prefix + n: g for n, g in own.items()})
+            return dx
         if s.get("picked") is not None:
             if dy.shape != s["output"].shape:
                 raise ValueError(f"Block.backward: dy has shape {dy.shape}, but this block's output was "
@@ -235,13 +302,14 @@ class YourBlock(Block):
             H, self.config.causal), 2)
         y = _array("multihead_attention", out[0], (B, T, C), x.dtype, "returned y of").reshape(B * T, C)
         A = _array("multihead_attention", out[1], (B, H, T, T), x.dtype, "returned A of")
-        s.update({"attn.x": x, "attn.weights": A, "attn.layer": True})
+        s.update({"attn.x": x, "attn.layer": A})
+        s.update(_attention_cache(x, A, p, at, rows))       # what a block_backward (10.2) reads
         return y if rows is None else y[rows]
 
     def attention_backward(self, dy, s, grads):
         if "attn.layer" not in s:
             return super().attention_backward(dy, s, grads)
-        p, at, x, A = self.params, self.prefix + "attn.", s["attn.x"], s["attn.weights"]
+        p, at, x, A = self.params, self.prefix + "attn.", s["attn.x"], s["attn.layer"]
         (B, H, T, _), C = A.shape, x.shape[1]
         if s["rows"] is not None:
             dy = scatter_rows(dy, s["rows"], B * T)
@@ -252,6 +320,21 @@ class YourBlock(Block):
         for w, g in zip("qkvo", out[1:]):
             grads[at + "w_" + w] = _array("multihead_attention_backward", g, (C, C), x.dtype, f"returned dW_{w} of")
         return dx.reshape(B * T, C)
+
+
+def _attention_cache(x, A, p, at, rows):
+    """course_lib's cache of an attention layer (attn.w_qkv, attn.qkv, attn.weights, attn.heads, at
+    `rows` when given) from the learner's weights A (B, H, T, T) and course_lib's products."""
+    B, H, T, _ = A.shape
+    C = x.shape[1]
+    w_qkv = np.concatenate([p[at + "w_q"], p[at + "w_k"], p[at + "w_v"]], axis=1)
+    qkv = (x @ w_qkv).reshape(B, T, 3 * C)
+    V = qkv[..., 2 * C:].reshape(B, T, H, C // H).transpose(0, 2, 1, 3)            # (B, H, T, D)
+    heads = (A @ V).transpose(0, 2, 1, 3).reshape(B * T, C)
+    weights = A
+    if rows is not None:
+        weights, heads = A.transpose(0, 2, 1, 3).reshape(B * T, H, T)[rows], heads[rows]
+    return {"attn.w_qkv": w_qkv, "attn.qkv": qkv, "attn.weights": weights, "attn.heads": heads}
 
 
 def build(functions: dict) -> Backend:

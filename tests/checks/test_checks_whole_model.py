@@ -240,7 +240,8 @@ def test_block_station_hint_names_layernorm_input_gradient():
 
 
 def test_block_bug_after_ln_gamma_points_to_dr2(capsys):
-    def fn(dy, cache, params, norm="post", activation="relu"):       # LN2's gamma left out, and dx wrong in another way too
+    # LN2's gamma left out, and dx wrong in another way too
+    def fn(dy, cache, params, norm="post", activation="relu"):
         dx, g = wm._block_backward(dy, cache, params, gammas={"ln2": None})
         return dx + 1.0, g
     assert_rejects(cl.checks.check_block_backward, fn, capsys,
@@ -254,7 +255,8 @@ def test_block_wqkv_order_named(order, capsys):
 
 
 def test_block_wqkv_built_qvk_in_code(capsys):
-    def fn(dy, cache, params, norm="post", activation="relu"):       # the learner stacks W_qkv by hand, in the order Q | V | K
+    # the learner stacks W_qkv by hand, in the order Q | V | K
+    def fn(dy, cache, params, norm="post", activation="relu"):
         c = dict(cache)
         c["attn.w_qkv"] = np.concatenate([params["attn.w_q"], params["attn.w_v"],
                                           params["attn.w_k"]], axis=1)

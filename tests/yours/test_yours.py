@@ -11,6 +11,7 @@ import course_lib as cl
 from course_lib import yours
 from course_lib.instructor.edition import make_student_edition
 from course_lib.instructor.exercises import expected_exercises
+from course_lib.checks import reference
 from course_lib.kernels import numpy_ref
 from course_lib.yours.backend import PartError
 from course_lib.yours.parts import HELPERS, PARTS
@@ -20,7 +21,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 # ----- the adapters, on plain functions (no notebook) ------------------------------------------
 def _reference_functions():
-    """The parts written as a learner would, from course_lib's NumPy twins (not through its kernels)."""
+    """The parts written as a learner would, from course_lib's NumPy twins (not through its kernels;
+    the block backward through `cl.kernels`, as 10.2 is written, which `yours` makes these)."""
     def linear_backward(dy, x, W):
         return dy @ W.T, x.T @ dy, dy.sum(0)
 
@@ -49,6 +51,9 @@ def _reference_functions():
         "gelu_forward": numpy_ref.gelu_forward,
         "gelu_backward": lambda dy, h: numpy_ref.gelu_backward(dy, h),
         "block_forward": _block,
+        # 10.2 as the notebook writes it: on `cl.kernels`, which `yours` makes the learner's kernels
+        "block_backward": lambda dy, cache, params, norm, activation: reference.block_backward(
+            dy, cache, params, norm, activation, kernels=cl.kernels),
         "cross_entropy": lambda logits, targets: numpy_ref.cross_entropy_forward(logits, targets)[0],
         "cross_entropy_backward": lambda logits, targets: numpy_ref.cross_entropy_backward(
             numpy_ref.softmax_forward(logits), targets),
@@ -80,6 +85,52 @@ def test_the_learners_functions_are_the_ones_that_run():
     errors = yours.compare(yours.build(functions)).errors["course model"]
     assert errors["loss"] < 1e-12
     assert errors["blocks.1.ln2.gamma"] > 0.5 and errors["blocks.1.ln2.beta"] < 1e-12
+
+
+def test_the_learners_block_backward_runs_every_block_and_their_kernels_inside_it():
+    """10.2 runs each block's backward; a wrong one shows in the gradients of the blocks only. The
+    kernels it calls through `cl.kernels` are the learner's (6.2's linear_backward here)."""
+    functions = _reference_functions()
+    right = functions["block_backward"]
+
+    def doubled_w1(dy, cache, params, norm, activation):
+        dx, g = right(dy, cache, params, norm, activation)
+        return dx, {**g, "ffn.w1": 2 * g["ffn.w1"]}
+
+    functions["block_backward"] = doubled_w1
+    errors = yours.compare(yours.build(functions)).errors
+    for model in ("course model", "GPT-style model"):
+        assert errors[model]["blocks.0.ffn.w1"] > 0.5 and errors[model]["blocks.0.ffn.w2"] < 1e-12
+        assert errors[model]["loss"] < 1e-12
+
+    calls = []
+    functions["block_backward"] = right
+    functions["linear_backward"] = lambda dy, x, W: calls.append(1) or (dy @ W.T, x.T @ dy, dy.sum(0))
+    assert yours.compare(yours.build(functions)).largest < 1e-12 and calls
+
+
+def test_instructor_model_backward_runs_the_learners_block_backward(tmp_path):
+    """The instructor edition's 10.3 calls its 10.2 by name: a wrong 10.2 shows in its gradients."""
+    nb = nbformat.read(NOTEBOOKS / "10_backprop_whole_model.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("def block_backward("))
+    assert cell.source.endswith("    return dx, g")
+    cell.source = cell.source.replace("    return dx, g", '    g["ffn.w1"] = 2 * g["ffn.w1"]\n    return dx, g')
+    nbformat.write(nb, tmp_path / "10_backprop_whole_model.ipynb")
+    got = yours.load(tmp_path)
+    statuses = _status(got.table)
+    assert statuses["block_backward"][0] == "yours" and statuses["model_backward"][0] == "yours"
+    assert {s.name: s.check for s in got.table if s.status == "yours"} == {
+        "block_backward": "failed", "model_backward": "failed"}
+    cfg = cl.presets.deep_dive(dtype="float64")
+    model, plain = cl.Transformer(cfg, backend=got.backend), cl.Transformer(cfg)
+    tokens, targets = cl.task.splits(0)["train"]
+    for m in (model, plain):
+        m.params.update({k: v.copy() for k, v in model.params.items()})
+        m.loss(tokens[:8], targets[:8])
+    ref = plain.backward()
+    for mine in (got.model_backward(model), model.backward()):     # 10.3's, and the model's own blocks
+        assert np.allclose(mine["blocks.0.ffn.w1"], 2 * ref["blocks.0.ffn.w1"])
+        assert np.allclose(mine["blocks.0.ffn.w2"], ref["blocks.0.ffn.w2"])
 
 
 @pytest.mark.parametrize("part, fn, says", [
