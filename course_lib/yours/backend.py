@@ -11,14 +11,11 @@ Kernels without an exercise (linear forward, ReLU forward, the residual add) sta
 """
 from __future__ import annotations
 
-import contextlib
-import types
-
 import numpy as np
 
 from .. import kernels as course_kernels
 from ..block import Block, scatter_rows
-from .parts import BY_NAME
+from .parts import BY_NAME, kernels_in_cells
 
 
 class PartError(Exception):
@@ -75,7 +72,7 @@ class Backend:
             dy = scatter_rows(dy, cache["picked"], cache["input"].shape[0])
             cache = {**cache, "output": cache["full_output"], "picked": None}
         N, C = cache["input"].shape
-        with _kernels_in_cells(self.functions["block_backward"], self):
+        with kernels_in_cells(self.functions["block_backward"], self):
             dx, grads = _tuple("block_backward", self.call("block_backward", dy, cache, params, norm, activation), 2)
         if not isinstance(grads, dict) or set(grads) != set(params):
             raise PartError("block_backward", "returned grads " + (f"with the keys {sorted(grads)}" if isinstance(
@@ -83,35 +80,6 @@ class Backend:
         return (_array("block_backward", dx, (N, C), dy.dtype, "returned dx of"),
                 {k: _array("block_backward", g, params[k].shape, dy.dtype, f"returned grads[{k!r}] of")
                  for k, g in grads.items()})
-
-
-@contextlib.contextmanager
-def _kernels_in_cells(fn, backend):
-    """While fn runs, `cl.kernels` in the cells it was defined in is this backend: the block_backward
-    of Exercise 10.2 calls `cl.kernels.layernorm_backward` and the rest, the learner's where they are
-    done (5.3, 6.2, 6.3, 6.5), as the model's own blocks would."""
-    import course_lib
-    cells = getattr(fn, "__globals__", None)
-    if not isinstance(cells, dict) or cells.get("cl") is not course_lib:
-        yield
-        return
-    cells["cl"] = _CourseLibOn(backend)
-    try:
-        yield
-    finally:
-        cells["cl"] = course_lib
-
-
-class _CourseLibOn(types.ModuleType):
-    """course_lib, with `kernels` the learner's backend."""
-
-    def __init__(self, backend):
-        super().__init__("course_lib")
-        self.kernels = backend
-
-    def __getattr__(self, name):
-        import course_lib
-        return getattr(course_lib, name)
 
 
 def _innermost_part(tb):

@@ -35,7 +35,7 @@ def _defs(path):
 
 
 def test_every_checker_names_its_exercise_and_solutions():
-    assert len(CHECKERS) == 36 and len({c.exercise for c in CHECKERS}) == 36
+    assert len(CHECKERS) == 38 and len({c.exercise for c in CHECKERS}) == 38
     for checker in CHECKERS:
         if checker.library:
             assert definition_paths(checker.library), checker.exercise
