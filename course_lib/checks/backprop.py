@@ -111,6 +111,10 @@ _BWD_HINT = {
              "take the step from dz to {name} as you did on paper; on a batch, every row "
              "adds its share to a weight or bias gradient",
 }
+_BWD_FORMULA = {"dW2": "dW2 = h.T @ dout", "db2": "db2 = dout.sum(axis=0)",
+                "dx": "dz = (dout @ W2.T) * (z > 0), then dx = dz @ W1.T",
+                "dW1": "dz = (dout @ W2.T) * (z > 0), then dW1 = x.T @ dz",
+                "db1": "dz = (dout @ W2.T) * (z > 0), then db1 = dz.sum(axis=0)"}
 _MASK = "the ReLU mask"
 
 
@@ -223,7 +227,7 @@ def _check_backward_case(bwd, dout, x, W1, b1, W2, b2, rtol=1e-6, atol=1e-9):
     # the second layer first: its gradients do not depend on the ReLU backward
     for name in ("db2", "dW2", "dx", "dW1", "db1"):
         k = _BWD_NAMES.index(name)
-        default = _BWD_HINT.get(name, _BWD_HINT["after"]).format(name=name)
+        default = tiered(_BWD_HINT.get(name, _BWD_HINT["after"]).format(name=name), _BWD_FORMULA[name])
         diagnose(got[k], want[k], mistakes[name], default, what=name, rtol=rtol, atol=atol)
 
 
@@ -328,8 +332,9 @@ def _check_fork_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
     expect_shape(got[1], (C, C), what="dW", hint="dW has the shape of W; return (dx, dW)")
     _float64_results(got, ["dx", "dW"], (dy, x, W))
     dx_m, dW_m = _fork_mistakes(dy, x, W)
-    diagnose(got[0], dx_want, dx_m, _TWO_USES.strip(), what="dx", rtol=rtol, atol=atol)
-    diagnose(got[1], dW_want, dW_m, _DW_HINT, what="dW", rtol=rtol, atol=atol)
+    diagnose(got[0], dx_want, dx_m, tiered(_TWO_USES.strip(), "dx = dy @ W.T + dy * (x > 0)"),
+             what="dx", rtol=rtol, atol=atol)
+    diagnose(got[1], dW_want, dW_m, tiered(_DW_HINT, "dW = x.T @ dy"), what="dW", rtol=rtol, atol=atol)
 
 
 @checker("Exercise 9.3", "a fork that accumulates", library=_KERNELS[2:])
@@ -340,7 +345,7 @@ def check_fork_backward(fork_backward):
         got = _tuple(_run(fork_backward, dy, x, W), ["dx", "dW"], "fork_backward(dy, x, W)")
         expect_shape(got[0], (5, 3), what="dx", hint="dx has the shape of x; return (dx, dW)")
         expect_shape(got[1], (3, 3), what="dW", hint="dW has the shape of W; return (dx, dW)")
-    with stage("hand-checkable case: W = [[1, 2], [0, -1]]"):
+    with stage("hand-checkable case: x = [[1, -2], [-0.5, 3]], W = [[1, 2], [0, -1]], dy = [[1, 1], [2, -1]]"):
         # dy @ W.T = [[3, -1], [0, 1]], dy * (x > 0) = [[1, 0], [0, -1]]: dx = [[4, -1], [0, 0]]
         # ((dy @ W.T) * (x > 0), the paths chained, is [[3, 0], [0, 1]]);
         # dW = [[0, 1.5], [4, -5]]

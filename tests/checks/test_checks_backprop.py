@@ -306,7 +306,7 @@ def test_fork_mistakes_named(wrong, hint, capsys):
     assert r.stage == HAND_STAGE, (r.stage, hint)
 
 
-HAND_STAGE = "hand-checkable case: W = [[1, 2], [0, -1]]"
+HAND_STAGE = "hand-checkable case: x = [[1, -2], [-0.5, 3]], W = [[1, 2], [0, -1]], dy = [[1, 1], [2, -1]]"
 
 
 def test_fork_chained_paths_not_called_doubling(capsys):

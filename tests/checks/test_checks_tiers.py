@@ -110,6 +110,11 @@ def _gelu_pair(forward=None, backward=None):
     return [forward or right[0], backward or right[1]]
 
 
+def _mlp_with_dw2_scaled(dout, x, W1, W2, z, h):
+    dx, dW1, db1, dW2, db2 = SOLUTIONS["check_two_layer_mlp"][1](dout, x, W1, W2, z, h)
+    return dx, dW1, db1, 0.3 * dW2, db2
+
+
 CASES = [   # (checker, functions whose mistake no named hint matches, idea words, formula words)
     (checks.check_split_merge_heads,
      [lambda X, H: X.reshape(X.shape[0], X.shape[1], H, -1).transpose(0, 2, 1, 3)[..., ::-1],
@@ -128,11 +133,15 @@ CASES = [   # (checker, functions whose mistake no named hint matches, idea word
      "value s collects the gradient of every query t", "dV = A.T @ dout"),
     (checks.check_cross_entropy_backward, [lambda z, y: np.zeros_like(z) + 0.01],
      "use your result of Exercise 8.2", "(p - onehot(y)) / M"),
+    (checks.check_two_layer_mlp, [SOLUTIONS["check_two_layer_mlp"][0], _mlp_with_dw2_scaled],
+     "dW2 needs the input of the second layer and dout", "dW2 = h.T @ dout"),
+    (checks.check_fork_backward, [lambda dy, x, W: (0.3 * dy, x.T @ dy)],
+     "x is used twice", "dx = dy @ W.T + dy * (x > 0)"),
 ]
 
 
 @pytest.mark.parametrize("check, fns, idea, formula", CASES,
-                         ids=["4.1", "6.3", "6.5 forward", "6.5 backward", "6.6", "3.6", "8.3"])
+                         ids=["4.1", "6.3", "6.5 forward", "6.5 backward", "6.6", "3.6", "8.3", "9.2", "9.3"])
 def test_the_checkers_give_the_formula_only_at_the_second_failure(check, fns, idea, formula, capsys):
     first = expect_reject(check, *fns, capsys=capsys, hint=idea)
     assert formula not in first.hint and "hint 1 of 2" in first.hint
