@@ -102,7 +102,7 @@ def linear_forward(x, w, b):
 
 
 def linear_backward(dy, x, w, has_bias):
-    """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,).
+    """dy (N, O) -> dx = dy @ W.T (N, I), dW = x.T @ dy (I, O), db = sum_n dy (O,) (zeros without a bias).
 
     NumPy twin: numpy_ref.linear_backward.
     """
