@@ -183,6 +183,26 @@ def _learner(tmp_path, changes):
     return folder
 
 
+def test_an_older_solved_edition_still_loads(tmp_path):
+    """A learner's edition from before the engine and the new 10.2: notebook 09 without 9.4 and 9.5,
+    10.2 the post-LN backward of three arguments. It loads (the engine is no part of the model), the
+    old 10.2 and the 10.3 that calls it are named in one line each, course_lib's stand in, and the
+    model stays exact."""
+    folder = _learner(tmp_path, {"Exercise 10.2": "def block_backward(dy, cache, params):\n    return dy, {}"})
+    path = folder / "09_backprop_chain_rule.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    engine = [ex for ex in expected_exercises(nb) if ex.name in ("Exercise 9.4", "Exercise 9.5")]
+    assert len(engine) == 2
+    del nb.cells[engine[0].first_cell:engine[1].check_cell + 1]
+    nbformat.write(nb, path)
+    got = yours.load(folder)
+    statuses = _status(got.table)
+    assert statuses["block_backward"][0] == "error" and "takes 3 positional arguments" in statuses["block_backward"][1]
+    assert statuses["model_backward"][0] == "error", statuses["model_backward"]   # it calls that 10.2
+    assert statuses["embed"][0] == "yours" and statuses["adam_step"][0] == "yours"
+    assert got.compare().largest < 1e-10
+
+
 def _status(table):
     return {s.name: (s.status, s.message) for s in table}
 
