@@ -210,8 +210,8 @@ def check_blas() -> Check:
 
 
 def check_limits() -> list[Check]:
-    """What limits learners' code when `yours` and `grade` run it (course_lib.instructor.limits)."""
-    from .instructor.isolation import protections
+    """What limits learners' code when `yours` and `grade` run it (course_lib.exercises.limits)."""
+    from .instructor.sandbox import protections
     return [Check(None if "not available" in line else True, f"learners' code, {line}") for line in protections()]
 
 

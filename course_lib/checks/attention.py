@@ -170,7 +170,7 @@ def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_
                      rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.1", "stable softmax", library=[
+@checker(library=[
     "kernels.softmax_forward", equivalent("kernels.cross_entropy_forward"), equivalent("kernels.numpy_ref.logsumexp"),
     equivalent("kernels.attention_forward")])
 def check_stable_softmax(softmax):
@@ -279,8 +279,7 @@ def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     diagnose(out, want_out, _out_mistakes(Q, K, V), "out = A @ V", what="out", rtol=rtol, atol=atol)
 
 
-@checker("Exercise 3.2", "single-head attention",
-         library=["kernels.attention_forward", "kernels.attention_rows_forward"])
+@checker(library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_single_head_attention(attention):
     rng = case_rng(32)
     with stage("returns (out, A) with shapes (T_q, D_v) and (T_q, T_k)"):
@@ -394,7 +393,7 @@ def _square_probe(fn):
     return None
 
 
-@checker("Exercise 3.4", "softmax backward", library=[
+@checker(library=[
     "kernels.softmax_backward", equivalent("kernels.attention_backward"), equivalent("kernels.attention._dscores")])
 def check_softmax_backward(fn):
     rng = case_rng(33)
@@ -548,8 +547,7 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
 
 
 
-@checker("Exercise 3.6", "single-head attention backward",
-         library=["kernels.attention_backward", "kernels.attention_rows_backward"])
+@checker(library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_single_head_attention_backward(fn):
     rng = case_rng(34)
     with stage("returns (dQ, dK, dV) with the shapes of Q, K, V"):

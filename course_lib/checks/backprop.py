@@ -241,7 +241,7 @@ def _random_net(rng, N, I, F, O, dtype=np.float64):
 _KERNELS = ["kernels.linear_forward", "kernels.relu_forward", "kernels.linear_backward", "kernels.relu_backward"]
 
 
-@checker("Exercise 9.2", "two-layer ReLU network, forward and backward", library=_KERNELS)
+@checker(library=_KERNELS)
 def check_two_layer_mlp(mlp_forward, mlp_backward):
     if not callable(mlp_backward):
         raise CheckFailed("pass both functions: check_two_layer_mlp(mlp_forward, mlp_backward)")
@@ -337,7 +337,7 @@ def _check_fork_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
     diagnose(got[1], dW_want, dW_m, tiered(_DW_HINT, "dW = x.T @ dy"), what="dW", rtol=rtol, atol=atol)
 
 
-@checker("Exercise 9.3", "a fork that accumulates", library=_KERNELS[2:])
+@checker(library=_KERNELS[2:])
 def check_fork_backward(fork_backward):
     rng = case_rng(93)
     with stage("shapes"):
@@ -489,7 +489,7 @@ _RELU = _op_spec("relu", lambda a, g: (np.maximum(a, 0), g * (a > 0)), _relu_mis
                         "vjp: g -> (g * (a.value > 0),)"), "a")
 
 
-@checker("Exercise 9.4", "three operations as graph nodes")
+@checker()
 def check_graph_ops(matmul, add=None, relu=None):
     if not (callable(add) and callable(relu)):
         raise CheckFailed("pass the three functions: check_graph_ops(matmul, add, relu)")
@@ -682,7 +682,7 @@ def _check_engine(backward, build, names, values):
     check_case(lambda: got[0] if len(got) == 1 else tuple(got), spec, ())
 
 
-@checker("Exercise 9.5", "a reverse-mode engine")
+@checker()
 def check_reverse_mode(backward):
     rng = case_rng(95)
 

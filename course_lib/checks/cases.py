@@ -6,7 +6,7 @@ machinery of core.py (call, expect_shape, expect_finite, diagnose):
     LOOKUP = Spec(Output("x", want=lambda tokens, E: E[tokens], mistakes=lookup_mistakes,
                          hint="row (b, t) of x is E[tokens[b, t]]", shape_hint="x is (B, T, C)"))
 
-    @checker("Exercise 2.1", "embedding lookup", library=["kernels.embedding_forward"])
+    @checker(library=["kernels.embedding_forward"])
     def check_embed(fn):
         rng = case_rng(21)
         run_cases(fn, LOOKUP, [

@@ -5,8 +5,8 @@ can check by hand, random cases, edge cases) and stops at the first failure with
 a hint that names the likely bug. It never crashes: a stub that raises
 NotImplementedError gets "not done yet", any other exception a short report.
 
-    @checker("Exercise 3.1", "stable softmax")
-    def check_softmax(fn):
+    @checker()                       # its exercise: the row of course_lib.exercises that names it
+    def check_stable_softmax(fn):
         with stage("shapes"):
             y = call(fn, x)
             expect_shape(y, (2, 3))
@@ -33,6 +33,7 @@ import warnings
 
 import numpy as np
 
+from ..exercises import BY_CHECKER
 from .library import HandedToLibrary, watched
 
 
@@ -128,17 +129,22 @@ def run_stages(fn, stages):
             test(fn)
 
 
-def checker(exercise, title, library=()):
+def checker(library=(), exercise=None):
     """Turn a function of the learner's function into a checker that prints a report and returns a Result.
 
     library: course_lib's own versions of the exercise (paths below course_lib such as
     "kernels.layernorm_backward", or library.Solution): the learner's functions may not call them.
+    exercise: its row of course_lib.exercises; by default the row whose checker has this name.
     """
     def wrap(body):
+        row = exercise or BY_CHECKER.get(body.__name__)
+        if row is None:
+            raise LookupError(f"{body.__name__} is no exercise's checker in course_lib.exercises.EXERCISES")
+
         @functools.wraps(body)
         def run(fn, *args, **kwargs):
-            return _run(body, exercise, title, fn, args, kwargs, library)
-        run.exercise, run.library = exercise, library
+            return _run(body, row.name, row.title, fn, args, kwargs, library)
+        run.exercise, run.library = row.name, library
         return run
     return wrap
 

@@ -148,7 +148,7 @@ def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
         diagnose(got, w, [(m, h) for m, h in mistakes(dy, x, W)], hint, what=name, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.2", "linear backward", library=["kernels.linear_backward"])
+@checker(library=["kernels.linear_backward"])
 def check_linear_backward(fn):
     rng = case_rng(62)
     with stage("returns (dx, dW, db) with the shapes of x, W, b"):
@@ -231,7 +231,7 @@ def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
     diagnose(raw, want, _relu_mistakes(d64, h64, got), _RELU_HINT, rtol=rtol, atol=atol)
 
 
-@checker("Exercise 6.3", "ReLU backward", library=["kernels.relu_backward"])
+@checker(library=["kernels.relu_backward"])
 def check_relu_backward(fn):
     rng = case_rng(63)
     with stage("shapes"):
@@ -424,8 +424,7 @@ def _gelu_backward_stages(fn):
         _check_gelu_back_case(fn, dy, 2 * h, rtol=1e-5, atol=1e-6)
 
 
-@checker("Exercise 6.5", "GELU forward and backward",
-         library=["kernels.gelu_forward", "kernels.gelu_backward"])
+@checker(library=["kernels.gelu_forward", "kernels.gelu_backward"])
 def check_gelu(forward, backward):
     """gelu_forward(h) -> y first, then gelu_backward(dy, h) -> dh; each stage is named by its function."""
     if not callable(backward):
@@ -568,7 +567,7 @@ def _check_block_case(fn, x, norm, seed):
              rtol=1e-10, atol=1e-12)
 
 
-@checker("Exercise 6.6", "one block, forward")
+@checker()
 def check_block_forward(fn):
     rng = case_rng(67)
     with stage("shapes"):

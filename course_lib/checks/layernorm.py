@@ -204,7 +204,7 @@ def _expect_forward_shapes(y, xhat, rstd, N, C):
     expect_shape(y, (N, C), what="y", hint="y has the shape of x: (N, C)")
 
 
-@checker("Exercise 5.1", "LayerNorm forward", library=["kernels.layernorm_forward"])
+@checker(library=["kernels.layernorm_forward"])
 def check_layernorm_forward(fn):
     rng = case_rng(51)
     with stage("returns (y, xhat, rstd) with shapes (N, C), (N, C), (N,)"):
@@ -361,7 +361,7 @@ def _inputs(rng, N, C, gamma=None, scale=2.0, offset=0.0):
     return rng.standard_normal((N, C)), xhat, rstd, g
 
 
-@checker("Exercise 5.3", "LayerNorm backward", library=["kernels.layernorm_backward"])
+@checker(library=["kernels.layernorm_backward"])
 def check_layernorm_backward(fn):
     rng = case_rng(53)
     with stage("returns (dx, dgamma, dbeta) with shapes (N, C), (C,), (C,)"):

@@ -2,7 +2,7 @@
 
 A checker names the course_lib functions that do its exercise:
 
-    @checker("Exercise 5.3", "LayerNorm backward", library=["kernels.layernorm_backward"])
+    @checker(library=["kernels.layernorm_backward"])
 
 (a kernel brings its NumPy twin, kernels.numpy_ref.layernorm_backward, along). While the
 learner's function runs, a call to one of them is stopped and recorded, however the

@@ -180,7 +180,7 @@ def _check_split_case(split_heads, merge_heads, X, H):
     diagnose(got, X, _merge_mistakes(Y), _MERGE_HINT, what="merge_heads(Y)")
 
 
-@checker("Exercise 4.1", "split and merge heads")
+@checker()
 def check_split_merge_heads(split_heads, merge_heads=None):
     rng = case_rng(41)
     if not callable(merge_heads):
@@ -262,7 +262,7 @@ def _check_mask_case(fn, S):
     diagnose(got, ref.apply_causal_mask(S), _mask_mistakes(S), _MASK_HINT, what="apply_causal_mask(S)")
 
 
-@checker("Exercise 4.2", "causal mask")
+@checker()
 def check_causal_mask(apply_causal_mask):
     rng = case_rng(42)
     with stage("shapes"):
@@ -394,8 +394,7 @@ def _weights(rng, C, scale=1.0):
     return [scale * rng.standard_normal((C, C)) / np.sqrt(C) for _ in range(4)]
 
 
-@checker("Exercise 4.4", "multi-head attention",
-         library=["kernels.attention_forward", "kernels.attention_rows_forward"])
+@checker(library=["kernels.attention_forward", "kernels.attention_rows_forward"])
 def check_multihead_attention(multihead_attention):
     rng = case_rng(44)
     _own_helpers_first(multihead_attention)
@@ -537,8 +536,7 @@ def _bwd_case(rng, B, T, C, H, causal, scale=1.5, dtype=np.float64):
     return [a.astype(dtype) for a in [dy, x] + W + [A]] + [H]
 
 
-@checker("Exercise 4.6", "multi-head attention backward",
-         library=["kernels.attention_backward", "kernels.attention_rows_backward"])
+@checker(library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_multihead_attention_backward(multihead_attention_backward):
     rng = case_rng(46)
     fn = multihead_attention_backward

@@ -179,8 +179,7 @@ _BUILT = Solution("model.init_params", message="your function calls course_lib.i
                        "parameters a configuration makes, and their shapes")
 
 
-@checker("Exercise 7.3", "parameter count", library=["model.Transformer.n_params", _BUILT,
-                                                     equivalent("io._expected_shapes")])
+@checker(library=["model.Transformer.n_params", _BUILT, equivalent("io._expected_shapes")])
 def check_param_count(param_count):
     passed = []
     with stage("the course model"):
@@ -315,7 +314,7 @@ def _tied_case(rng, B, T, V, C, tokens=None):
             rng.standard_normal((B, T, C)))
 
 
-@checker("Exercise 7.2", "tied embedding gradient", library=["kernels.embedding_backward"])
+@checker(library=["kernels.embedding_backward"])
 def check_tied_embedding_grad(tied_grad):
     rng = case_rng(73)
     with stage("shapes"):          # the shape only: values start with the hand case

@@ -151,8 +151,7 @@ _VOCABULARY = [Solution(f"text.Vocabulary.{name}", what=f"which {does} this exer
                                   ("encode", "turns characters into the ids"))]
 
 
-@checker("Exercise 12.1", "characters, ids and next-character windows",
-         library=["text.random_windows", "text.fixed_windows", *_VOCABULARY])
+@checker(library=["text.random_windows", "text.fixed_windows", *_VOCABULARY])
 def check_char_windows(char_windows):
     with stage("returns (chars, tokens, targets)"):
         _check_windows_case(char_windows, "abracadabra", [0], 4)
@@ -356,7 +355,7 @@ def _check_baseline_case(fn, train, val, V, terms=""):
                        lambda: _baseline_result(fn, *_TIEBREAK)[1])
 
 
-@checker("Exercise 12.3", "unigram and bigram baselines", library=["text.baselines"])
+@checker(library=["text.baselines"])
 def check_baselines(count_baselines):
     with stage("hand-checkable case"):
         train, val, V, terms = _HAND
@@ -602,7 +601,7 @@ def _check_rng(fn):
         raise CheckFailed("two generators with the same seed gave different ids", _RNG_HINT)
 
 
-@checker("Exercise 12.6", "sampling with temperature and top-k", library=["text.sample"])
+@checker(library=["text.sample"])
 def check_sample(sample):
     saved = np.random.get_state()   # a function that seeds np.random must not change the caller's
     try:

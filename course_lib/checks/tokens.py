@@ -95,7 +95,7 @@ def _call_encode(fn, text, hint):
 
 
 # ------------------------------------------------------------ Exercise 1.1 ---
-@checker("Exercise 1.1", "encode by hand", library=[_ENCODE])
+@checker(library=[_ENCODE])
 def check_encode(fn):
     """my_encode(text) -> list of ids, as cl.task.encode, written without it."""
     example = "Max(1,6,2)"
@@ -197,7 +197,7 @@ def _check_answers(fn, expected):
                               hint)
 
 
-@checker("Exercise 1.2", "the answer rule", library=[_ANSWER])
+@checker(library=[_ANSWER])
 def check_answer(fn):
     """my_answer(op, digits) -> the answer digit of op over three digits, written without
     cl.task.answer (which computes the expected values)."""
@@ -407,7 +407,7 @@ def _central_default_step(fn):
                           f"apart, so its step is {h:.3g}, not 1e-5", _step_hint(h))
 
 
-@checker("Exercise 1.4", "central-difference derivative", library=[_GRADIENT_FOR_DERIVATIVE])
+@checker(library=[_GRADIENT_FOR_DERIVATIVE])
 def check_central_difference(fn):
     """central_difference(f, x, h=1e-5) -> (f(x + h) - f(x - h)) / (2h)."""
     run_stages(fn, [("returns one number", _returns_one_number),
@@ -586,7 +586,7 @@ def _gradient_edge_cases(fn):
                  hint="both evaluations of a constant f give the same value: each entry is 0")
 
 
-@checker("Exercise 1.5", "numerical gradient of an array", library=["gradcheck.numerical_gradient"])
+@checker(library=["gradcheck.numerical_gradient"])
 def check_numerical_gradient(fn):
     """numerical_gradient(f, x, h=1e-5): central differences of the scalar f() w.r.t. each
     entry of the float64 array x, which f reads; x perturbed in place and restored."""

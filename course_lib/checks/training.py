@@ -118,7 +118,7 @@ def _momentum_case(fn, p, g, vel, lr, mu):
     diagnose(got[1], want_v, velocity_mistakes, _MOMENTUM_HINT, what="`new_velocity`")
 
 
-@checker("Exercise 11.2", "SGD with momentum", library=["optim.sgd_update"])
+@checker(library=["optim.sgd_update"])
 def check_sgd_momentum_step(fn):
     rng = case_rng(11)
     with stage("returns (new_param, new_velocity), shaped like param"):
@@ -255,8 +255,7 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
     _adam_new_param(got[0], p, want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
 
 
-@checker("Exercise 11.4", "Adam step with bias correction",
-         library=["optim.adam_update", "optim.adam_update_all", "optim._adam_range", "optim._adam_ranges"])
+@checker(library=["optim.adam_update", "optim.adam_update_all", "optim._adam_range", "optim._adam_ranges"])
 def check_adam_step(fn):
     rng = case_rng(113)
     betas = (0.9, 0.999)
@@ -392,8 +391,7 @@ def _clip_case(fn, grads, max_norm, values=True):
     _clip_arrays(clipped, grads, norms, total, max_norm)
 
 
-@checker("Exercise 11.5", "clipping by the global norm",
-         library=["optim.clip_grad_norm", "optim.global_norm"])
+@checker(library=["optim.clip_grad_norm", "optim.global_norm"])
 def check_clip_by_global_norm(fn):
     rng = case_rng(114)
     with stage("returns (clipped, norm): a dict like grads and one number"):
@@ -745,7 +743,7 @@ _LOOP_LIBRARY = [Solution("train.fit", what="which trains a model for you"),
                  _own_not_library("optim.clip_grad_norm", "clip_by_global_norm (Exercise 11.5)")]
 
 
-@checker("Exercise 11.6", "the training loop", library=_LOOP_LIBRARY)
+@checker(library=_LOOP_LIBRARY)
 def check_train_loop(fn):
     _loop_helpers_first(fn)
     with stage("returns the history ('loss', 'grad_norm', 'lr', one entry per step) and "

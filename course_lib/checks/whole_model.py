@@ -423,7 +423,7 @@ def _as_float64(a):
     return a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
 
 
-@checker("Exercise 10.2", "a block's backward, post-LN and pre-LN", library=[_OWN_BLOCK])
+@checker(library=[_OWN_BLOCK])
 def check_block_backward(block_backward):
     with stage("returns"):
         dy, cache, params = _block_case(100, 1, 3, 4, 2, 8)
@@ -656,7 +656,7 @@ def _check_own_block(fn):
             check_quietly(fn, check_block_backward, "Exercise 10.2", own, own["block_backward"])
 
 
-@checker("Exercise 10.3", "the whole model's backward", library=[*_OWN_MODEL, _BLOCKS_BY_COURSE_LIB])
+@checker(library=[*_OWN_MODEL, _BLOCKS_BY_COURSE_LIB])
 def check_model_backward(model_backward):
     post, gpt = _models()
     _check_own_block(model_backward)

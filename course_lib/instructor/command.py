@@ -10,7 +10,8 @@ import csv
 import sys
 from pathlib import Path
 
-from . import grade, gradescope_bundle, isolation, limits, sandbox
+from ..exercises import limits
+from . import grade, gradescope_bundle, sandbox, judge_runner
 from .._words import count
 
 
@@ -81,7 +82,7 @@ def command(args) -> int:
     out = Path(args.out)
     grade.check_out(out, "report.csv")
     try:
-        user = sandbox.kernel_user(args.user) if args.user else None
+        user = judge_runner.kernel_user(args.user) if args.user else None
     except ValueError as err:
         raise grade.GradeError(f"--user: {err}") from None
     if args.exercises != grade.COURSE_NOTEBOOKS and not args.exercises.is_dir():
@@ -100,7 +101,7 @@ def command(args) -> int:
     if not limits.rlimit_as_works():
         print("note: this OS does not enforce memory limits (RLIMIT_AS): a watch stopped learners' code past "
               "--memory instead (book/instructors.md, 'Where grading runs')", file=sys.stderr)
-    mode = isolation.mode(user)
+    mode = sandbox.mode(user)
     if mode != "bwrap":
         who = "as the user you named" if mode == "user" else "as you"
         print(f"note: bubblewrap cannot run here, so learners' code ran {who}: it could read every file that "

@@ -6,7 +6,7 @@
 PATH is one notebook, a folder of one learner's notebooks (learner = the folder's name),
 or a folder with one sub-folder per learner. For each notebook a judge runs the checkers and a
 sandbox the learner's exercise cells, one exercise at a time, with time and memory limits (see
-sandbox.py: the learner's code never runs in the process that decides the grade); --jobs
+judge_runner.py: the learner's code never runs in the process that decides the grade); --jobs
 notebooks at a time (each waits on its judge: threads suffice). The report is in the same
 order whatever --jobs is. Ctrl-C stops every judge and writes the rows of the notebooks
 graded so far.
@@ -16,8 +16,8 @@ The exercises expected in a notebook are those of the instructor edition of the 
 exercise's heading or check cell gets a `missing` row, and one who adds a heading gets no row;
 a notebook the instructor edition does not have is read alone. In a notebook an exercise is a
 markdown heading `### Exercise N.k: title`, then the stub/solution code cell(s), then the first
-code cell that calls a checker (`cl.checks.check_...(`). Each gets one row in the report, with
-a status:
+code cell that calls a checker (`cl.checks.check_...(`), graded by its row's checker in
+course_lib.exercises, whichever the cell names. Each gets one row in the report, with a status:
 
     passed / failed / not done   what the checker found, its random cases drawn fresh for this
                                  run; a failure as on the notebook's own cases (stage "... (the
@@ -48,10 +48,10 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from . import sandbox
+from . import judge_runner
 from .._words import count
 from ..checks.core import LIBRARY_CALL
-from .exercises import Exercise, expected_exercises
+from ..exercises.cells import Exercise, expected_exercises
 
 COLUMNS = ("learner", "notebook", "exercise", "status", "stage", "message", "hidden")
 COURSE_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"   # the instructor edition, in a clone
@@ -123,7 +123,7 @@ def reference_exercises(folder, names) -> dict[str, list[tuple]]:
     for path in paths:
         if path.is_file():
             nb = nbformat.read(path, as_version=4)
-            out[path.name] = [(ex.name, ex.title, list(checker_call(nb.cells[ex.check_cell].source) or []))
+            out[path.name] = [(ex.name, ex.title, list(checker_call(ex.name, nb.cells[ex.check_cell].source) or []))
                               for ex in expected_exercises(nb)]
     return out
 
@@ -134,8 +134,8 @@ def hidden_cells(nb) -> str:
                      if c.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
 
 
-def _rows(base: dict, nb, outcome, expected) -> list[dict]:
-    found = exercise_statuses(expected_exercises(nb), outcome)
+def _rows(base: dict, nb, exercises, outcome, expected) -> list[dict]:
+    found = exercise_statuses(exercises, outcome)
     if expected is not None:    # the instructor edition's exercises, in its order, with its titles, and no others
         expected = [(e[0], e[1]) for e in expected]
         by_name = {ex.name: (ex, *rest) for ex, *rest in found}
@@ -173,14 +173,15 @@ def grade_notebook(learner: str, path: Path, timeout: float, memory: int, user=N
             first = (str(err).strip().splitlines() or [""])[0]     # a ValidationError's message has many lines
             detail = f"{type(err).__name__}{': ' + first if first else ''}"
             return whole_notebook("error", f"not a readable notebook ({detail})")
+        exercises = expected_exercises(nb)      # found once: the judge grades these, the rows are theirs
         try:
             calls = {e[0]: e[2] for e in expected if len(e) > 2} if expected is not None else None
-            outcome = sandbox.run_notebook(path, calls, timeout=timeout, memory=memory, user=user,
-                                           threads=threads)
+            outcome = judge_runner.run_notebook(path, exercises, calls, timeout=timeout, memory=memory, user=user,
+                                                threads=threads)
         except OSError as err:  # the grader's side (a full disk): this notebook only, the others go on
             return whole_notebook("error", f"the grader could not run it ({type(err).__name__}: {err})")
         base["seconds"] = round(outcome.seconds, 1)   # kept in the rows, not written to the CSV
-        return _rows(base, nb, outcome, expected)
+        return _rows(base, nb, exercises, outcome, expected)
     except Exception as err:    # a bug of ours, or a record we did not foresee: this notebook's rows only
         return whole_notebook("grader error", f"the grader failed on this notebook ({type(err).__name__}: "
                                               f"{str(err)[:300]})")
@@ -209,7 +210,7 @@ def grade_notebooks(todo: list[tuple[str, Path]], timeout: float, memory: int, j
     expected: notebook file name -> the instructor edition's [(exercise, title, checker call)]
     (reference_exercises); on_done(rows): called with each notebook's rows as it finishes.
     Ctrl-C: every judge stops, and Interrupted carries the rows of the notebooks done."""
-    sandbox.resume()
+    judge_runner.resume()
     done = [None] * len(todo)
     expected = expected or {}
     with tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading") as bar, \
@@ -232,7 +233,7 @@ def _grade_all(pool, bar, todo, done, timeout, memory, user, expected, on_done, 
             bar.update()
             bar.set_postfix_str(f"{todo[i][0]}/{todo[i][1].name}")
     except KeyboardInterrupt:
-        sandbox.stop_all()   # the running notebooks end at once, the others never start
+        judge_runner.stop_all()   # the running notebooks end at once, the others never start
         pool.shutdown(wait=True, cancel_futures=True)
         kept = [rows for rows in done if rows is not None]
         raise Interrupted([r for rows in kept for r in rows], len(kept), len(todo)) from None

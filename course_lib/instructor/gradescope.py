@@ -16,7 +16,7 @@ parallel. An exercise is worth 1 point when its checker passed, else 0; a functi
 calls course_lib's own version of its exercise scores 0 and its output says so. Exercises
 come from the assignment, not from the submission: a deleted exercise scores 0.
 
-As root, the learner's code runs as the user nobody (sandbox.kernel_user) where bubblewrap
+As root, the learner's code runs as the user nobody (judge_runner.kernel_user) where bubblewrap
 cannot run (as in Gradescope's container): it cannot read the installed course_lib, nor write to
 ROOT/source, ROOT/results or the submission. results.json is written first with zero points,
 in space reserved before any learner's code runs (code that fills the disk cannot stop the
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import grade, sandbox
+from . import grade, judge_runner
 from .._words import count
 from ..checks.core import LIBRARY_CALL
 
@@ -132,7 +132,7 @@ def _write(path: Path, content: dict, reserve: bool = False) -> None:
 
 def _kernel_user():
     """nobody's (uid, gid) when we are root (on Gradescope), else None."""
-    return sandbox.kernel_user(KERNEL_USER) if getattr(os, "geteuid", lambda: None)() == 0 else None
+    return judge_runner.kernel_user(KERNEL_USER) if getattr(os, "geteuid", lambda: None)() == 0 else None
 
 
 def run(root: Path, timeout: float = 300, memory: int = 4 * 2**30) -> dict:

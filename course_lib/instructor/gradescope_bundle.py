@@ -20,7 +20,7 @@ import nbformat
 
 from .._files import write_atomic
 from .._words import count
-from .exercises import expected_exercises
+from ..exercises.cells import expected_exercises
 from .judge import checker_call
 from .grade import GradeError, check_out
 
@@ -71,7 +71,7 @@ def assignment(path) -> list[dict]:
             nb = nbformat.read(nb_path, as_version=4)
         except Exception as err:  # nbformat raises several kinds for a broken file
             raise GradeError(f"{nb_path} is not a readable notebook ({type(err).__name__})") from None
-        exercises = [[ex.name, ex.title, list(checker_call(nb.cells[ex.check_cell].source) or [])]
+        exercises = [[ex.name, ex.title, list(checker_call(ex.name, nb.cells[ex.check_cell].source) or [])]
                      for ex in expected_exercises(nb)]
         if exercises:
             found.append({"notebook": nb_path.name, "exercises": exercises})

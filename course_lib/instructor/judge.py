@@ -5,7 +5,7 @@
 The judge is trusted (it runs as the grader's user and imports the real course_lib). For each
 exercise of the learner's notebook, in order:
 
-    judge ──channel (stdin/stdout: JSON and raw array bytes, no pickle)──> worker, in a sandbox (isolation.py)
+    judge ──channel (stdin/stdout: JSON and raw array bytes, no pickle)──> worker, in a sandbox (sandbox.py)
       the worker runs the notebook's exercise cells up to this one, on a course_lib without
       this exercise's solution (stripped.py), and answers calls of the learner's functions;
       the exercise's checker runs here, on proxies of them: every value it judges came back
@@ -34,10 +34,11 @@ import threading
 import time
 from pathlib import Path
 
-from . import isolation, limits
+from ..exercises import BY_NUMBER, limits
+from ..exercises.cells import Exercise, code_cells, read_cells
+from . import sandbox
 from .channel import ChannelError, Peer, exception
-from .exercises import code_cells, expected_exercises, read_cells
-from .sandbox import MAX_ROW
+from .judge_runner import MAX_ROW
 from .stripped import Stripped
 
 
@@ -46,8 +47,11 @@ class SandboxEnded(BaseException):
     passes the checkers' own handlers)."""
 
 
-def checker_call(source: str) -> tuple[str, list[str]] | None:
-    """(checker name, argument names) of the check cell's `cl.checks.check_x(f, g)` call."""
+def checker_call(exercise: str, source: str) -> tuple[str, list[str]] | None:
+    """(checker, argument names) that grade `exercise` ("Exercise 1.1"): the checker of its row of
+    course_lib.exercises, whichever the check cell names, on the names the cell's
+    `cl.checks.check_x(f, g)` call passes; None for an exercise without one or a cell without the call."""
+    row = BY_NUMBER.get(exercise.removeprefix("Exercise "))
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -55,7 +59,7 @@ def checker_call(source: str) -> tuple[str, list[str]] | None:
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr.startswith("check_") and all(isinstance(a, ast.Name) for a in node.args)):
-            return node.func.attr, [a.id for a in node.args]
+            return (row.checker, [a.id for a in node.args]) if row and row.checker else None
     return None
 
 
@@ -128,17 +132,17 @@ class _Judge:
         with tempfile.TemporaryDirectory(prefix="course-scratch-", ignore_cleanup_errors=True) as tmp:
             lib, scratch = Path(tmp) / "lib", Path(tmp) / "work"
             scratch.mkdir()
-            # as root, every worker runs as a user id of its own (isolation.fresh_account): it
+            # as root, every worker runs as a user id of its own (sandbox.fresh_account): it
             # can signal no other worker, and what it leaves behind is found by its owner
-            account = (isolation.fresh_account(self.user[1] if self.user else None)
-                       if isolation.as_root() and (self.user or isolation.bwrap()) else None)
+            account = (sandbox.fresh_account(self.user[1] if self.user else None)
+                       if sandbox.as_root() and (self.user or sandbox.bwrap()) else None)
             if account:
                 os.chmod(tmp, 0o711)     # the worker's user reaches its folders inside, lists nothing
             self.tree.build(lib, list(definition_paths(checker.library)))
-            process = isolation.start_worker(lib, scratch, self.memory, account, self.request.get("bwrap_as_account"))
+            process = sandbox.start_worker(lib, scratch, self.memory, account, self.request.get("bwrap_as_account"))
             self.emit({"worker": process.pid, "account": list(account) if account else None})
             watch = limits.MemoryWatch(process.pid, self.memory)
-            disk = limits.DiskWatch(process.pid, lambda: isolation.written(Path(tmp), account), isolation.DISK_LIMIT)
+            disk = limits.DiskWatch(process.pid, lambda: sandbox.written(Path(tmp), account), sandbox.DISK_LIMIT)
             timer = threading.Timer(max(self.deadline - time.monotonic(), 0.001), limits.kill_tree, [process.pid])
             timer.start()
             try:
@@ -174,14 +178,14 @@ class _Judge:
                 if watch.tripped:
                     return "error", "", f"used more than its memory limit ({self.memory / 2**30:g} GB) and was stopped"
                 if disk.tripped:
-                    return "error", "", (f"wrote more than its disk limit ({isolation.DISK_LIMIT / 2**30:g} GB) "
+                    return "error", "", (f"wrote more than its disk limit ({sandbox.DISK_LIMIT / 2**30:g} GB) "
                                          f"and was stopped")
                 return "error", "", f"the sandbox that ran its code ended ({e}): a crash, or killed for memory"
             finally:
                 timer.cancel()
                 watch.stop()
                 disk.stop()
-                isolation.end(process, account)
+                sandbox.end(process, account)
 
     def _check(self, checker, fns) -> tuple[str, str, str]:
         from ..checks import core
@@ -205,22 +209,19 @@ class _Judge:
         return result.status, (result.stage or "") + (fresh if result.stage else ""), message
 
 
-def exercise_cells(nb) -> list[tuple[object, list[int]]]:
-    """[(exercise, [indices of its code cells])] of the notebook's exercises, in order."""
-    return [(ex, code_cells(nb, ex)) for ex in expected_exercises(nb)]
-
-
 def judge(request: dict, emit) -> None:
-    """Grade the notebook of `request` ({"notebook", "calls", "timeout", "memory", "user"}: see
-    sandbox.run_notebook), calling emit(row) as each exercise ends."""
+    """Grade the notebook of `request` ({"notebook", "exercises", "calls", "timeout", "memory", "user"}: see
+    judge_runner.run_notebook), calling emit(row) as each exercise ends."""
     from .. import checks
     nb = read_cells(request["notebook"])
+    exercises = [Exercise(*ex) for ex in request["exercises"]]      # as grade found them, in order
     calls = request.get("calls")
     if calls is None:        # no instructor edition: the learner's check cells, each checker its exercise's
-        calls = {ex.name: checker_call(nb.cells[ex.check_cell].source) for ex, _ in exercise_cells(nb)}
+        calls = {ex.name: checker_call(ex.name, nb.cells[ex.check_cell].source) for ex in exercises}
     judge_ = _Judge(request, emit)
     done = []
-    for ex, indices in exercise_cells(nb):
+    for ex in exercises:
+        indices = code_cells(nb, ex)
         row = {"exercise": ex.name, "stage": "", "message": ""}
         tags = nb.cells[ex.check_cell].get("metadata", {}).get("tags", [])
         call = calls.get(ex.name)
@@ -247,7 +248,7 @@ def judge(request: dict, emit) -> None:
 
 
 def _line(row: dict) -> str:
-    """The row as one JSON line that sandbox.py reads whole (MAX_ROW bytes at most): a longer
+    """The row as one JSON line that judge_runner.py reads whole (MAX_ROW bytes at most): a longer
     message (a learner's text in it) is cut."""
     line, message = json.dumps(row), str(row.get("message", ""))
     while len(line) >= MAX_ROW and message:

@@ -13,7 +13,7 @@ What is left out:
   checks.library.equivalent), every
   function of the same module that they call (a kernel's helpers, such as softmax_row), and
   every function of course_lib that calls one of those (attention holds a softmax, the model
-  holds attention): each body becomes `removed("course_lib.<path>")` (_solution_removed.py),
+  holds attention): each body becomes `removed("course_lib.<path>")` (removed.py),
   so that a call of one is a library call because there is nothing else it can be.
 The rest works as in course_lib: Exercise 8.3 still has kernels.softmax_forward, 10.2 the
 kernels of the block. Numba's compiled kernels are copied only for the files left unchanged
@@ -34,11 +34,11 @@ PACKAGE = Path(__file__).resolve().parents[1]        # course_lib/
 # the parts an exercise's cells may use (the model, its kernels, the optimisers, the task, the
 # gradient checks), the worker and the channel; not the checkers, `yours`, the plots, the
 # epilogue's text package, the commands (each holds references or re-implementations)
-KEPT = ("__init__.py", "_files.py", "_words.py", "_solution_removed.py", "block.py", "config.py",
+KEPT = ("__init__.py", "_files.py", "_words.py", "block.py", "config.py",
         "gradcheck.py", "io.py", "model.py", "optim.py", "task.py", "train.py", "kernels",
         "instructor/__init__.py", "instructor/channel.py", "instructor/frames.py",
-        "instructor/worker.py")
-NEVER_REMOVED = ("instructor.", "_solution_removed.")
+        "instructor/removed.py", "instructor/worker.py")
+NEVER_REMOVED = ("instructor.",)
 CHECKS_STUB = '''"""The checkers are not part of the grading sandbox: the grader runs them outside it."""
 
 
@@ -152,7 +152,7 @@ def _strip(source: str, defs: list[_Def]) -> str:
                   and node.lineno == t.node.lineno), None)
         if d is None:
             continue
-        call = ast.parse(f"return __import__('course_lib._solution_removed', fromlist=['removed'])"
+        call = ast.parse(f"return __import__('course_lib.instructor.removed', fromlist=['removed'])"
                          f".removed('course_lib.{d.path}')").body
         node.body = call
         node.args = ast.parse("def f(*args, **kwargs): pass").body[0].args   # any call reaches it

@@ -1,6 +1,6 @@
 """The sandbox's side of grading: runs a learner's exercise cells and answers calls of their
 functions over the channel (channel.py). It runs untrusted, in a process of its own (see
-isolation.py); nothing it sends is believed: the judge checks what the functions return.
+sandbox.py); nothing it sends is believed: the judge checks what the functions return.
 
     python -m course_lib.instructor.worker      (stdin, stdout: the channel)
 
@@ -50,7 +50,7 @@ def _where(error: BaseException, filename: str):
 def _worker_class():
     """The Peer of the sandbox's side: a call that reached a removed solution answers "raise"
     with its name (the judge makes it a library call), even where the learner's code caught it."""
-    from course_lib import _solution_removed as removed
+    from course_lib.instructor import removed
     from course_lib.instructor.channel import Peer
 
     class Worker(Peer):

@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from ..instructor import limits
-from ..instructor.exercises import code_cells, expected_exercises
+from ..exercises import limits
+from ..exercises.cells import code_cells, expected_exercises
 from .parts import HELPERS, PARTS, on_model_caches, train_loop_in
 
 NOTEBOOK = re.compile(r"^(\d\d)_.*\.ipynb$")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import optim
 from ..checks import reference
+from ..exercises import EXERCISES
 
 
 @dataclass(frozen=True)
@@ -25,33 +26,8 @@ class Part:
     checker: str     # the exercise's checker in course_lib.checks (the notebook's check cell calls it)
 
 
-PARTS = (
-    Part("embed", "Exercise 2.1", "embedding lookup", "check_embed"),
-    Part("embed_backward", "Exercise 2.3", "embedding backward", "check_embed_backward"),
-    Part("sinusoidal", "Exercise 2.4", "position table", "check_sinusoidal"),
-    Part("softmax", "Exercise 3.1", "the loss's probabilities", "check_stable_softmax"),
-    Part("split_heads", "Exercise 4.1", "inside multi-head attention", "check_split_merge_heads"),
-    Part("merge_heads", "Exercise 4.1", "inside multi-head attention", "check_split_merge_heads"),
-    Part("apply_causal_mask", "Exercise 4.2", "inside multi-head attention (causal model)",
-         "check_causal_mask"),
-    Part("multihead_attention", "Exercise 4.4", "attention layer forward", "check_multihead_attention"),
-    Part("multihead_attention_backward", "Exercise 4.6", "attention layer backward (without 10.2)",
-         "check_multihead_attention_backward"),
-    Part("layernorm_forward", "Exercise 5.1", "LayerNorm forward", "check_layernorm_forward"),
-    Part("layernorm_backward", "Exercise 5.3", "LayerNorm backward", "check_layernorm_backward"),
-    Part("linear_backward", "Exercise 6.2", "FFN and head backward", "check_linear_backward"),
-    Part("relu_backward", "Exercise 6.3", "ReLU backward (course model)", "check_relu_backward"),
-    Part("gelu_forward", "Exercise 6.5", "GELU forward (GPT-style model)", "check_gelu"),
-    Part("gelu_backward", "Exercise 6.5", "GELU backward (GPT-style model)", "check_gelu"),
-    Part("block_forward", "Exercise 6.6", "each block's forward", "check_block_forward"),
-    Part("cross_entropy", "Exercise 8.1", "the loss", "check_cross_entropy_forward"),
-    Part("cross_entropy_backward", "Exercise 8.3", "the loss's gradient", "check_cross_entropy_backward"),
-    Part("block_backward", "Exercise 10.2", "each block's backward", "check_block_backward"),
-    Part("model_backward", "Exercise 10.3", "the whole backward", "check_model_backward"),
-    Part("adam_step", "Exercise 11.4", "the update (--train)", "check_adam_step"),
-    Part("clip_by_global_norm", "Exercise 11.5", "clipping (--train)", "check_clip_by_global_norm"),
-    Part("train_loop", "Exercise 11.6", "the training loop (--train)", "check_train_loop"),
-)
+# the registry's parts, in the course's order
+PARTS = tuple(Part(part.name, ex.name, part.role, ex.checker) for ex in EXERCISES for part in ex.parts)
 BY_NAME = {p.name: p for p in PARTS}
 
 # exercises whose functions the model does not run, and why (the table says so)

@@ -1,6 +1,6 @@
 """Run a learner's exercise cells, the comparison and the training in a scratch process.
 
-The process starts under the memory limit of course_lib.instructor.limits (RLIMIT_AS on Linux,
+The process starts under the memory limit of course_lib.exercises.limits (RLIMIT_AS on Linux,
 a watch from here elsewhere), in an empty scratch folder, and every learner cell under a time
 limit of its own. What it finds goes back
 as JSON. If the process dies anyway (a crash, or a loop inside NumPy that no signal
@@ -17,8 +17,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from ..instructor import limits
-from ..instructor.sandbox import package_env
+from ..exercises import limits
 from . import cells
 
 _LAUNCHER = limits.launcher_code("from course_lib.yours.scratch import main; main(sys.argv[2])")
@@ -146,7 +145,7 @@ def _run_process(request_path, private, timeout, memory, progress):
     """None when the process ended normally, else why it stopped (a phrase)."""
     scratch = Path(private) / "work"
     scratch.mkdir(exist_ok=True)
-    env = package_env()
+    env = limits.package_env()
     proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(int(memory)), str(request_path)], cwd=scratch,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=None if progress else subprocess.PIPE, start_new_session=True)

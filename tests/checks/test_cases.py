@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+from course_lib import exercises
 from course_lib.checks import cases
 from course_lib.checks.core import CheckFailed
 from support import expect_pass, expect_reject
@@ -13,19 +14,27 @@ from support import expect_pass, expect_reject
 CONTRIBUTING = pathlib.Path(__file__).resolve().parents[2] / "CONTRIBUTING.md"
 
 
+def _blocks():
+    """The walk-through's two code blocks: the registry's row, the checker."""
+    text = CONTRIBUTING.read_text(encoding="utf-8")
+    row, code = re.findall(r"```python\n(.*?)```", text[text.index("### Writing a checker"):], re.S)[:2]
+    return row, code
+
+
 @pytest.fixture(scope="module")
 def walkthrough():
-    text = CONTRIBUTING.read_text(encoding="utf-8")
-    section = text[text.index("### Writing a checker"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    namespace = {}
-    exec(compile(code, "CONTRIBUTING.md", "exec"), namespace)
+    row, code = _blocks()
+    ex = eval(row, vars(exercises))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(exercises.BY_CHECKER, ex.checker, ex)
+        namespace = {}
+        exec(compile(code, "CONTRIBUTING.md", "exec"), namespace)
+    assert namespace[ex.checker].exercise == "Exercise 6.7"
     return namespace
 
 
 def test_the_walkthrough_checker_is_about_30_lines():
-    text = CONTRIBUTING.read_text(encoding="utf-8")
-    code = re.search(r"```python\n(.*?)```", text[text.index("### Writing a checker"):], re.S).group(1)
+    code = _blocks()[1]
     assert 25 <= len([line for line in code.splitlines() if line.strip()]) <= 40
 
 

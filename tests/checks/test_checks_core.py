@@ -6,10 +6,11 @@ import pytest
 from course_lib import checks
 from course_lib.checks import core
 from course_lib.checks.core import CheckFailed, call, checker, expect_close, stage
+from course_lib.exercises import Exercise
 from support import EVERY_CHECKER, n_functions, run_check
 
 
-@checker("Exercise 0.1", "double")
+@checker(exercise=Exercise("0.1", "double"))
 def check_double(fn):
     with stage("hand-checkable case"):
         expect_close(call(fn, np.array([1.0, 2.0])), [2.0, 4.0], hint="multiply by 2")

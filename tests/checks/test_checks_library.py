@@ -14,6 +14,7 @@ import pytest
 import course_lib as cl
 from course_lib import checks
 from course_lib.checks import core, library
+from course_lib.exercises import Exercise
 from course_lib.kernels import layernorm_backward as imported_layernorm_backward
 from course_lib.kernels import layernorm as layernorm_module
 from support import expect_pass, expect_reject
@@ -346,7 +347,7 @@ def test_other_kernels_are_allowed(capsys):
                 capsys=capsys)
 
 
-@core.checker("Exercise 0.2", "relu, checked with the library", library=["kernels.relu_backward"])
+@core.checker(exercise=Exercise("0.2", "relu, checked with the library"), library=["kernels.relu_backward"])
 def check_with_a_library_reference(fn):
     """A checker may use the kernel itself: only the learner's calls count."""
     dy, h = np.array([[1.0, -2.0, 3.0]]), np.array([[1.0, 1.0, -1.0]])

@@ -13,6 +13,7 @@ import pytest
 from course_lib import checks
 from course_lib.checks import core
 from course_lib.checks.core import CheckFailed, checker, stage, tiered
+from course_lib.exercises import Exercise
 from support import expect_pass, expect_reject, solutions_by_checker
 
 SOLUTIONS = solutions_by_checker()
@@ -25,7 +26,7 @@ def fresh_counts(monkeypatch):
     monkeypatch.setattr(core, "_failures", collections.Counter())
 
 
-@checker("Exercise 0.3", "double")
+@checker(exercise=Exercise("0.3", "double"))
 def check_double(fn):
     with stage("values"):
         got = core.call(fn, np.array([1.0, 2.0]))
@@ -35,7 +36,7 @@ def check_double(fn):
             raise CheckFailed("wrong values", hint)
 
 
-@checker("Exercise 0.4", "double again")
+@checker(exercise=Exercise("0.4", "double again"))
 def check_double_again(fn):
     check_double.__wrapped__(fn)
 

@@ -42,3 +42,9 @@ def test_the_longest_first_list_names_files_that_exist():
     spec.loader.exec_module(conftest)
     missing = [p for p in conftest.LONGEST_FIRST if not (ROOT.parent / p).is_file()]
     assert not missing, missing
+
+
+def test_at_most_14_modules_at_the_top():
+    """The front door: course_lib's top level holds at most 14 modules beside its packages."""
+    top = [p.name for p in ROOT.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert len(top) <= 14, f"{len(top)} modules at the top of course_lib: group them by concern ({sorted(top)})"

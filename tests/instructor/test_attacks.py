@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 import pytest
 
-from course_lib.instructor import grade, isolation, sandbox
+from course_lib.instructor import grade, sandbox, judge_runner
 from course_lib.instructor.edition import student_notebook
 from test_grade import EXERCISES, by_exercise, small_notebook, write
 from test_gradescope import REPOSITORY, python_for_nobody
@@ -198,7 +198,7 @@ def _grade_as_nobody(klass: Path, folder: Path) -> list[dict]:
 
 def _grade_with(klass, folder, python) -> list[dict]:
     out = folder / "graded.csv"
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), isolation.WITHOUT_BWRAP: "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), sandbox.WITHOUT_BWRAP: "1"}
     done = subprocess.run([python, "-m", "course_lib", "grade", str(klass), "--out", str(out), "--user", "nobody",
                            "--jobs", "2", "--timeout", "60", "--memory", "2", "--no-progress"],
                           env=env, capture_output=True, text=True, timeout=900)
@@ -209,7 +209,7 @@ def _grade_with(klass, folder, python) -> list[dict]:
 
 
 def _modes():
-    modes = [pytest.param("bwrap", marks=pytest.mark.skipif(isolation.bwrap() is None,
+    modes = [pytest.param("bwrap", marks=pytest.mark.skipif(sandbox.bwrap() is None,
                                                             reason="bubblewrap cannot run here"))]
     as_root = getattr(os, "geteuid", lambda: 1)() == 0
     modes.append(pytest.param("user", marks=pytest.mark.skipif(not as_root, reason="--user needs root")))
@@ -315,7 +315,7 @@ def test_a_learner_who_stops_the_grader_costs_only_their_own_notebook(tmp_path, 
     others are graded."""
     # the stopped judge cannot end its run: the grader waits out the limit and the judge's grace,
     # which is shortened here (30 s by default) to what this small notebook's judge needs
-    monkeypatch.setattr(sandbox, "GRACE", 10)
+    monkeypatch.setattr(judge_runner, "GRACE", 10)
     write(small_notebook(), tmp_path / "class" / "honest")
     nb = student_notebook(small_notebook())[0]
     exercise_cell(nb, "Exercise 1.1").source = (
@@ -324,7 +324,7 @@ def test_a_learner_who_stops_the_grader_costs_only_their_own_notebook(tmp_path, 
     write(nb, tmp_path / "class" / "stopper")
     start = time.monotonic()
     rows = grade.grade(tmp_path / "class", timeout=15, progress=False, jobs=2)
-    assert time.monotonic() - start < 15 + sandbox.GRACE + 30
+    assert time.monotonic() - start < 15 + judge_runner.GRACE + 30
     assert {e: r["status"] for e, r in by_exercise(rows, "honest").items()} == {e: "passed" for e in EXERCISES}
     stopper = by_exercise(rows, "stopper")
     assert stopper["Exercise 1.1"]["status"] == "error" and "time limit" in stopper["Exercise 1.1"]["message"]

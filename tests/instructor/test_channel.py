@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from course_lib.config import ModelConfig
-from course_lib.instructor import channel, frames, judge, sandbox
+from course_lib.instructor import channel, frames, judge, judge_runner
 from course_lib.instructor.channel import ChannelError, Peer, read_frame, write_frame
 
 
@@ -188,5 +188,5 @@ def test_a_row_with_a_long_message_reaches_the_grader_cut_not_dropped():
     row = {"exercise": "Exercise 1.2", "status": "failed", "stage": "s", "message": "é" * 20_000}
     line = judge._line(row)
     got = json.loads(line)
-    assert len(line) < sandbox.MAX_ROW and got["message"].endswith(" [cut]") and got["exercise"] == "Exercise 1.2"
+    assert len(line) < judge_runner.MAX_ROW and got["message"].endswith(" [cut]") and got["exercise"] == "Exercise 1.2"
     assert judge._line({**row, "message": "short"}) == json.dumps({**row, "message": "short"})

@@ -18,7 +18,8 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell
 
-from course_lib.instructor import grade, limits, sandbox
+from course_lib.exercises import limits
+from course_lib.instructor import grade, judge_runner
 from course_lib.__main__ import main
 from course_lib.instructor.edition import student_notebook
 
@@ -277,7 +278,7 @@ def _wait_for_workers(grader, n, seconds=120):
 def test_each_notebook_graded_at_once_gets_its_share_of_the_cores(tmp_path, monkeypatch):
     """--jobs 2: the BLAS of each judge and its workers may use half the cores (one thread at
     least), so that the notebooks graded side by side do not fight over them."""
-    for name in sandbox.THREAD_VARIABLES:
+    for name in judge_runner.THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     share = max(1, grade.default_jobs() // 2)
     nb = small_notebook()
@@ -415,13 +416,13 @@ def test_a_skipped_check_cell_says_so_and_hidden_cells_are_listed(tampered_class
 def test_a_grader_failure_is_that_notebooks_rows_and_rows_land_as_notebooks_end(tmp_path, monkeypatch):
     write(small_notebook(), tmp_path / "class" / "ann")
     write(small_notebook(), tmp_path / "class" / "bob")
-    real = sandbox.run_notebook
+    real = judge_runner.run_notebook
 
     def fails_for_bob(path, *args, **kwargs):
         if "bob" in str(path):
             raise RuntimeError("a bug of the grader's")
         return real(path, *args, **kwargs)
-    monkeypatch.setattr(sandbox, "run_notebook", fails_for_bob)
+    monkeypatch.setattr(judge_runner, "run_notebook", fails_for_bob)
     seen = []
     rows = grade.grade(tmp_path / "class", timeout=60, progress=False, on_done=seen.append)
     assert [r["status"] for r in rows if r["learner"] == "bob"] == ["grader error"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.instructor import grade, gradescope, isolation
+from course_lib.instructor import grade, gradescope, sandbox
 from course_lib.__main__ import main
 from course_lib.instructor.edition import student_notebook
 from test_grade import EXERCISES, small_notebook, solution_cell, write
@@ -103,7 +103,7 @@ def run_autograder(layout, bundle, python, name, files):
             write(content, path.parent, path.name)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": python,
            "PYTHONPATH": str(root / "source"),   # the bundle's own course_lib, as setup.sh installs it
-           isolation.WITHOUT_BWRAP: "1"}          # as in Gradescope's container: another user instead
+           sandbox.WITHOUT_BWRAP: "1"}          # as in Gradescope's container: another user instead
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -128,7 +128,7 @@ def test_bundle_holds_what_setup_needs_and_no_notebook(bundle):
         setup = zf.read("setup.sh")
     assert {"setup.sh", "run_autograder", "exercises.json", "requirements.txt", "pyproject.toml",
             "course_lib/instructor/grade.py", "course_lib/instructor/gradescope.py",
-            "course_lib/instructor/sandbox.py"} <= names
+            "course_lib/instructor/judge_runner.py"} <= names
     assert not [n for n in names if n.endswith(".ipynb") or "__pycache__" in n]   # no solutions
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
     checkers = [["check_encode", ["my_encode"]], ["check_answer", ["my_answer"]],

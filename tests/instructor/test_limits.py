@@ -1,4 +1,4 @@
-"""course_lib.instructor.limits: the time and memory limits of learners' code, on the POSIX path and
+"""course_lib.exercises.limits: the time and memory limits of learners' code, on the POSIX path and
 on the path Windows (and, for memory, macOS) takes, shown here by the `windows_like` fixture."""
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from course_lib.instructor import limits
+from course_lib.exercises import limits
 
 
 class Late(BaseException):
@@ -86,6 +86,6 @@ def test_kill_tree_kills_what_the_child_started(posix, request):
 
 
 def test_protections_say_what_this_machine_enforces(windows_like):
-    from course_lib.instructor.isolation import protections
+    from course_lib.instructor.sandbox import protections
     lines = protections()
     assert "watched" in lines[0] and "watchdog thread" in lines[1]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import course_lib.checks as checks
-from course_lib.instructor import isolation
+from course_lib.instructor import sandbox
 from course_lib.instructor.judge import definition_paths
 from course_lib.instructor.stripped import Stripped
 
@@ -67,7 +67,7 @@ def test_no_solution_is_left_in_the_sandbox(tree, tmp_path, checker):
 
 def _run(tmp_path, code):
     """Run code on the sandbox's course_lib in tmp_path, in the environment a grading worker has."""
-    return subprocess.run([sys.executable, "-c", code], env=isolation.worker_env(tmp_path, tmp_path),
+    return subprocess.run([sys.executable, "-c", code], env=sandbox.worker_env(tmp_path, tmp_path),
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
@@ -77,7 +77,7 @@ def test_softmax_takes_its_helper_and_what_holds_it_but_not_the_rest(tree, tmp_p
     tree.build(tmp_path, list(definition_paths(checks.check_stable_softmax.library)))
     done = _run(tmp_path, """
 import numpy as np, course_lib as cl
-from course_lib._solution_removed import SolutionRemoved
+from course_lib.instructor.removed import SolutionRemoved
 from course_lib.kernels import softmax, layernorm
 for f in (cl.kernels.softmax_forward, softmax.softmax_row, cl.kernels.attention_forward,
           cl.kernels.numpy_ref.softmax_forward):
@@ -105,7 +105,7 @@ def test_other_exercises_solutions_stay_usable(tree, tmp_path):
     tree.build(tmp_path / "102", list(definition_paths(checks.check_block_backward.library)))
     code = """
 import numpy as np, course_lib as cl
-from course_lib._solution_removed import SolutionRemoved
+from course_lib.instructor.removed import SolutionRemoved
 print(cl.kernels.softmax_forward(np.zeros((1, 2))).tolist())
 print(cl.kernels.layernorm_backward is not None, cl.kernels.linear_backward(
     np.ones((2, 4)), np.ones((2, 3)), np.ones((3, 4)), True)[0].shape)

@@ -10,7 +10,7 @@ import pytest
 import course_lib as cl
 from course_lib import yours
 from course_lib.instructor.edition import make_student_edition
-from course_lib.instructor.exercises import expected_exercises
+from course_lib.exercises.cells import expected_exercises
 from course_lib.checks import reference
 from course_lib.kernels import numpy_ref
 from course_lib.yours.backend import PartError

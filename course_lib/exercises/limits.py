@@ -7,6 +7,8 @@
   every process it started) ten times a second and kills it past the limit.
 - Disk. A DiskWatch thread in the parent measures what the child wrote four times a second
   and kills it past its limit (each file is limited by RLIMIT_FSIZE as well, where it exists).
+- Starting. package_env() is the environment of a child Python that imports this course_lib;
+  launcher_code(then) the code it runs first (its memory limit, then `then`).
 - Killing. kill_tree(pid) kills a child and everything it started: its process group where
   there are process groups (the child leads a session of its own), else its psutil descendants.
 - A time limit inside the child (yours/cells.py's cells): SIGALRM where it exists, else a
@@ -24,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import psutil
 
@@ -45,6 +48,15 @@ _LIMIT = ("import sys; n = int(sys.argv[1])\n"
           "try:\n    import resource\nexcept ImportError:\n    resource = None\n"
           "if n > 0 and resource is not None and sys.platform.startswith('linux'):\n"
           "    resource.setrlimit(resource.RLIMIT_AS, (n, n))\n")
+
+
+def package_env() -> dict:
+    """This process's environment with this course_lib on the path (for a child Python)."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])   # the folder that holds course_lib/
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env.setdefault("MPLBACKEND", "agg")
+    return env
 
 
 def launcher_code(then: str) -> str:

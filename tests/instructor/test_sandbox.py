@@ -1,4 +1,4 @@
-"""course_lib.instructor.isolation: what a worker's code can do in each sandbox, seen from inside.
+"""course_lib.instructor.sandbox: what a worker's code can do in each sandbox, seen from inside.
 
 Each test starts workers as the judge does (start_worker, then the channel), runs cells in them,
 reads what they found through a function `result` of their own, then ends them as the judge
@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib.instructor import isolation
+from course_lib.instructor import sandbox
 from test_gradescope import REPOSITORY, python_for_nobody
 
 MARKER = "course-lib-isolation-marker"
@@ -30,7 +30,7 @@ SCRIPT = r"""
 import json, os, sys, tempfile, time
 from pathlib import Path
 import psutil
-from course_lib.instructor import isolation
+from course_lib.instructor import sandbox
 from course_lib.instructor.channel import Peer
 from course_lib.instructor.stripped import Stripped
 
@@ -48,8 +48,8 @@ with tempfile.TemporaryDirectory() as tmp:
         lib, scratch = Path(tmp) / f"lib{k}", Path(tmp) / f"work{k}"
         scratch.mkdir()
         tree.build(lib, [])
-        account = None if mode == "bwrap-root" else isolation.fresh_account(65534 if mode == "user" else None)
-        process = isolation.start_worker(lib, scratch, 2 * 2**30, account, bwrap_as=mode == "bwrap-own")
+        account = None if mode == "bwrap-root" else sandbox.fresh_account(65534 if mode == "user" else None)
+        process = sandbox.start_worker(lib, scratch, 2 * 2**30, account, bwrap_as=mode == "bwrap-own")
         peer = Peer(process.stdout, process.stdin)
         pids = repr([p.pid for p, _, _ in running] + [r for r in found if type(r) is int])
         peer.send({"op": "start", "cells": [["x", [c.replace("PIDS", pids) for c in cells]]]})
@@ -60,7 +60,7 @@ with tempfile.TemporaryDirectory() as tmp:
         running.append((process, account, peer))
     out = []
     for (process, account, _), result in zip(running, found):
-        isolation.end(process, account)
+        sandbox.end(process, account)
         uid = account[0] if account else None
         for _ in range(50):        # (in bubblewrap, what is left is on its way out with its namespace)
             left = [p.pid for p in psutil.process_iter(["uids", "status"]) if uid is not None
@@ -68,7 +68,7 @@ with tempfile.TemporaryDirectory() as tmp:
             if not left:
                 break
             time.sleep(0.1)
-        files = [os.path.join(d, n) for top in isolation.SHARED_TMP for d, ds, fs in os.walk(top) for n in ds + fs
+        files = [os.path.join(d, n) for top in sandbox.SHARED_TMP for d, ds, fs in os.walk(top) for n in ds + fs
                  if uid is not None and owner(os.path.join(d, n)) == uid and not d.startswith(tmp)]
         out.append({"result": result, "uid": uid, "left": left, "files": files})
 print(json.dumps(out))
@@ -76,10 +76,10 @@ print(json.dumps(out))
 
 
 def _as_root():
-    return pytest.mark.skipif(not isolation.as_root(), reason="a worker of its own user id needs root")
+    return pytest.mark.skipif(not sandbox.as_root(), reason="a worker of its own user id needs root")
 
 
-_bwrap = pytest.mark.skipif(isolation.bwrap() is None, reason="bubblewrap cannot run here")
+_bwrap = pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap cannot run here")
 MODES = {"bwrap-root": [_bwrap, _as_root()], "bwrap-own": [_bwrap, _as_root()], "user": [_as_root()]}
 
 
@@ -102,9 +102,9 @@ def run_workers(shared_python, workers):
     python = sys.executable if workers[0][0] == "bwrap-root" else shared_python()
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     if workers[0][0] == "user":
-        env[isolation.WITHOUT_BWRAP] = "1"
+        env[sandbox.WITHOUT_BWRAP] = "1"
     if workers[0][0] == "bwrap-own":
-        assert subprocess.run([python, "-c", "from course_lib.instructor import isolation as i; "
+        assert subprocess.run([python, "-c", "from course_lib.instructor import sandbox as i; "
                                "assert i.bwrap_as_account(None)"], env=env).returncode == 0
     done = subprocess.run([python, "-c", SCRIPT, json.dumps(workers)], env=env, capture_output=True, text=True,
                           timeout=600, cwd="/")
@@ -158,7 +158,7 @@ def result():
 @modes("bwrap-own", "user")
 def test_a_worker_of_its_own_user_id_cannot_start_a_swarm(mode, shared_python):
     [worker] = run_workers(shared_python, [(mode, [SWARM])])
-    assert 0 < worker["result"] < isolation.process_limit() and worker["left"] == [], worker
+    assert 0 < worker["result"] < sandbox.process_limit() and worker["left"] == [], worker
 
 
 FILES = f"""
@@ -174,9 +174,9 @@ def attempt(path, size, sparse):
         return 'written'
     except OSError as e:
         return e.strerror
-big = attempt('big', {isolation.DISK_LIMIT} + 2, True)                     # past the disk limit: RLIMIT_FSIZE
-tmp = attempt('/tmp/{MARKER}', {isolation.SANDBOX_TMP} + 2**20, False)    # past the sandbox's /tmp
-shm = attempt('/dev/shm/{MARKER}', {isolation.SANDBOX_TMP} + 2**20, False)
+big = attempt('big', {sandbox.DISK_LIMIT} + 2, True)                     # past the disk limit: RLIMIT_FSIZE
+tmp = attempt('/tmp/{MARKER}', {sandbox.SANDBOX_TMP} + 2**20, False)    # past the sandbox's /tmp
+shm = attempt('/dev/shm/{MARKER}', {sandbox.SANDBOX_TMP} + 2**20, False)
 os.makedirs('/tmp/{MARKER}-folder', exist_ok=True)
 open('/tmp/{MARKER}-folder/library.py', 'w').write('SOLUTION = 1')
 def result():
@@ -229,12 +229,12 @@ def test_workers_cannot_signal_each_other_and_leave_nothing_running(mode, shared
         assert not psutil.pid_exists(first["result"]) or psutil.Process(first["result"]).status() == "zombie"
 
 
-@pytest.mark.skipif(not isolation.as_root(), reason="--user needs root")
+@pytest.mark.skipif(not sandbox.as_root(), reason="--user needs root")
 def test_a_python_the_workers_cannot_run_is_one_line_before_grading(tmp_path, monkeypatch):
     """A Python in a folder only root may read, or one without the course's packages for the
     workers' user ids: `grade --user` says so at once (it answered every exercise with "the
     sandbox ... ended: a crash, or killed for memory")."""
-    from course_lib.instructor import sandbox
+    from course_lib.instructor import judge_runner
     hidden = tmp_path / "root-only"
     hidden.mkdir(mode=0o700)
     (hidden / "python").symlink_to(sys.executable)
@@ -249,7 +249,7 @@ def test_a_python_the_workers_cannot_run_is_one_line_before_grading(tmp_path, mo
         for python, says in cases:
             monkeypatch.setattr(sys, "executable", str(python))
             with pytest.raises(ValueError) as error:
-                sandbox.kernel_user("nobody")
+                judge_runner.kernel_user("nobody")
             assert says in str(error.value) and "install Python and the packages where every user can read them" \
                 in str(error.value) and "\n" not in str(error.value), error.value
     finally:
@@ -258,8 +258,8 @@ def test_a_python_the_workers_cannot_run_is_one_line_before_grading(tmp_path, mo
 
 def test_what_a_worker_wrote_counts_its_folders_and_empty_files(tmp_path):
     """300,000 empty folders took 1.14 GB of a disk and counted 0 bytes: every entry counts
-    isolation.ENTRY bytes at least."""
+    sandbox.ENTRY bytes at least."""
     for k in range(300):
         (tmp_path / f"{k:03d}").mkdir()
         (tmp_path / f"{k:03d}" / "empty").touch()
-    assert isolation.written(tmp_path) >= 601 * isolation.ENTRY
+    assert sandbox.written(tmp_path) >= 601 * sandbox.ENTRY
