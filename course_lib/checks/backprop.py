@@ -24,9 +24,9 @@ names the one it matches.
 import numpy as np
 
 from ..gradcheck import Node
-from .cases import Output, Spec, call_hinted, check_case
-from .core import (case_rng, CheckFailed, as_array, call, checker, diagnose, expect_float64, expect_shape,
-                   short_repr, stage, tiered)
+from .cases import Output, Spec, call_hinted, check_case, product_errors
+from .core import (case_rng, CheckFailed, as_array, checker, diagnose, expect_arrays, expect_float64,
+                   expect_shape, short_repr, stage, tiered)
 
 __all__ = ["check_two_layer_mlp", "check_fork_backward", "check_graph_ops", "check_reverse_mode"]
 
@@ -60,38 +60,12 @@ def _backward(dout, x, W1, W2, z, h, mask=None):
     return dz @ W1.T, x.T @ dz, dz.sum(axis=0), dW2, db2
 
 
-def _tuple(result, names, what):
-    """The learner's tuple as a list of arrays (float arrays kept as they are), or a failure."""
-    n = len(names)
-    if not isinstance(result, (tuple, list)) or isinstance(result, np.ndarray) or len(result) != n:
-        got = type(result).__name__
-        if isinstance(result, (tuple, list)):
-            got += f" of length {len(result)}"
-        raise CheckFailed(f"{what} should return {n} arrays ({', '.join(names)}), got {got}",
-                          hint=f"end your function with `return {', '.join(names)}`")
-    arrays = [as_array(r, name) for r, name in zip(result, names)]
-    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a
-            for r, a in zip(result, arrays)]
-
-
 def _float64_results(arrays, names, inputs):
     """For float64 inputs every result must be float64 (a float32 one's error, ~1e-8 relative, is
     too small for the value comparison to see)."""
     if all(getattr(a, "dtype", None) == np.float64 for a in inputs):
         for arr, name in zip(arrays, names):
             expect_float64(arr, name)
-
-
-def _run(fn, *args, matmul_hint=None):
-    """call() with a transpose hint for matrix products of mismatched shapes."""
-    try:
-        with np.errstate(all="ignore"):
-            return call(fn, *args)
-    except CheckFailed as e:
-        if matmul_hint and ("matmul" in e.message or "not aligned" in e.message
-                            or "broadcast" in e.message) and "one dtype" not in e.message:
-            raise CheckFailed(e.message, matmul_hint) from None
-        raise
 
 
 # ----------------------------------------------------------------------------------------
@@ -138,7 +112,7 @@ def _run_forward(fwd, x, W1, b1, W2, b2):
     N, F, O = x.shape[0], W1.shape[1], W2.shape[1]
     hint = (f"here x is {x.shape}, W1 {W1.shape}, W2 {W2.shape}: z and h are ({N}, {F}), "
             f"out is ({N}, {O}); no transposes in the forward pass")
-    got = _tuple(_run(fwd, x, W1, b1, W2, b2, matmul_hint=hint), _FWD_NAMES,
+    got = expect_arrays(call_hinted(fwd, (x, W1, b1, W2, b2), product_errors(hint)), _FWD_NAMES,
                  "mlp_forward(x, W1, b1, W2, b2)")
     want = _forward(x, W1, b1, W2, b2)
     for name, g, w in zip(_FWD_NAMES, got, want):
@@ -204,7 +178,7 @@ def _run_backward(bwd, dout, x, W1, b1, W2, b2):
     N, I, F, O = x.shape[0], x.shape[1], W1.shape[1], W2.shape[1]
     hint = (f"here dout is ({N}, {O}), x ({N}, {I}), W1 ({I}, {F}), W2 ({F}, {O}), so dh and "
             f"dz are ({N}, {F}); a product (a, b) @ (b, c) is (a, c), and .T swaps two axes")
-    got = _tuple(_run(bwd, dout, x, W1, W2, z, h, matmul_hint=hint), _BWD_NAMES,
+    got = expect_arrays(call_hinted(bwd, (dout, x, W1, W2, z, h), product_errors(hint)), _BWD_NAMES,
                  "mlp_backward(dout, x, W1, W2, z, h)")
     shapes = {"dx": x.shape, "dW1": W1.shape, "db1": b1.shape, "dW2": W2.shape, "db2": b2.shape}
     for name, g in zip(_BWD_NAMES, got):
@@ -326,7 +300,7 @@ def _fork_mistakes(dy, x, W):
 
 def _check_fork_case(fn, dy, x, W, rtol=1e-6, atol=1e-9):
     N, C = x.shape
-    got = _tuple(_run(fn, dy, x, W), ["dx", "dW"], "fork_backward(dy, x, W)")
+    got = expect_arrays(call_hinted(fn, (dy, x, W)), ["dx", "dW"], "fork_backward(dy, x, W)")
     dx_want, dW_want = _fork_backward(dy, x, W)
     expect_shape(got[0], (N, C), what="dx", hint="dx has the shape of x; return (dx, dW)")
     expect_shape(got[1], (C, C), what="dW", hint="dW has the shape of W; return (dx, dW)")
@@ -342,7 +316,7 @@ def check_fork_backward(fork_backward):
     rng = case_rng(93)
     with stage("shapes"):
         x, W, dy = rng.standard_normal((5, 3)), rng.standard_normal((3, 3)), rng.standard_normal((5, 3))
-        got = _tuple(_run(fork_backward, dy, x, W), ["dx", "dW"], "fork_backward(dy, x, W)")
+        got = expect_arrays(call_hinted(fork_backward, (dy, x, W)), ["dx", "dW"], "fork_backward(dy, x, W)")
         expect_shape(got[0], (5, 3), what="dx", hint="dx has the shape of x; return (dx, dW)")
         expect_shape(got[1], (3, 3), what="dW", hint="dW has the shape of W; return (dx, dW)")
     with stage("hand-checkable case: x = [[1, -2], [-0.5, 3]], W = [[1, 2], [0, -1]], dy = [[1, 1], [2, -1]]"):

@@ -83,16 +83,29 @@ class Stage:
 
 def call_hinted(fn, args, errors=()):
     """fn(*args) through core.call, quietly (overflow is the checker's to explain); an error whose
-    text matches a row of `errors` gets that row's hint."""
+    text matches a row of `errors` gets that row's hint, unless a kernel refused mixed dtypes (core's
+    hint says which inputs had which)."""
     try:
         with np.errstate(all="ignore"):
-            result = call(fn, *args)
+            return call(fn, *args)
     except CheckFailed as e:
-        for substrings, hint in errors:
+        for substrings, hint in errors if "one dtype" not in e.message else ():
             if all(s in e.message for s in ((substrings,) if isinstance(substrings, str) else substrings)):
                 raise CheckFailed(e.message, hint) from None
         raise
+
+
+def result_of(fn, *args, errors=()):
+    """call_hinted(fn, args, errors), where a None result fails: the `return` is missing."""
+    result = call_hinted(fn, args, errors)
+    if result is None:
+        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
     return result
+
+
+def product_errors(hint):
+    """The rows of `errors` that give a matrix product of mismatched shapes `hint`."""
+    return [(text, hint) for text in ("matmul", "not aligned", "broadcast")] if hint else []
 
 
 def check_case(fn, spec: Spec, args, values=True):

@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from . import reference as ref
+from .cases import product_errors, result_of
 from .core import (case_rng, CheckFailed, call, checker, diagnose, expect_arrays, expect_finite,
                    expect_shape, stage, tiered)
 
@@ -27,21 +29,6 @@ __all__ = ["check_linear_backward", "check_relu_backward", "check_gelu", "check_
 
 GELU_A = math.sqrt(2.0 / math.pi)
 GELU_B = 0.044715
-
-
-def _run(fn, *args, hint=None):
-    """Call the learner's function quietly; a mismatched product gets `hint`."""
-    try:
-        with np.errstate(all="ignore"):
-            result = call(fn, *args)
-    except CheckFailed as e:
-        if hint and ("matmul" in e.message or "not aligned" in e.message or "broadcast" in e.message) \
-                and "one dtype" not in e.message:       # a kernel's dtype refusal keeps core's hint
-            raise CheckFailed(e.message, hint) from None
-        raise
-    if result is None:
-        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
-    return result
 
 
 # ----------------------------------------------------------------------------------------
@@ -121,8 +108,8 @@ def _check_linear_case(fn, dy, x, W, rtol=1e-10, atol=1e-12):
     """float64 inputs: rtol 1e-10, far below float32's rounding, so a result cast to float32 fails
     (and core names the dtype); float32 inputs get their own, looser tolerance."""
     N, I, O = x.shape[0], x.shape[1], W.shape[1]
-    dx, dW, db = expect_arrays(_run(fn, dy, x, W, hint=_shape_hint(dy, x, W)), ["dx", "dW", "db"],
-                        "linear_backward(dy, x, W)")
+    raw = result_of(fn, dy, x, W, errors=product_errors(_shape_hint(dy, x, W)))
+    dx, dW, db = expect_arrays(raw, ["dx", "dW", "db"], "linear_backward(dy, x, W)")
     if dW.shape == (O, I) and I != O:
         raise CheckFailed(f"dW has shape {dW.shape}, expected (I, O) = {(I, O)}",
                           hint="dW = x.T @ dy, shaped like W (I, O); dy.T @ x is its transpose (O, I)")
@@ -221,7 +208,7 @@ def _relu_mistakes(dy, h, got):
 
 def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
     """ReLU backward copies dy or writes 0: exact, so the tolerance is rounding-free."""
-    raw = _run(fn, dy, h)
+    raw = result_of(fn, dy, h)
     got = expect_shape(raw, h.shape, hint="dh has the shape of h (and of dy)")
     expect_finite(got, hint=_RELU_HINT)
     d64, h64 = np.asarray(dy, dtype=np.float64), np.asarray(h, dtype=np.float64)
@@ -235,7 +222,7 @@ def _check_relu_case(fn, dy, h, rtol=1e-12, atol=0.0):
 def check_relu_backward(fn):
     rng = case_rng(63)
     with stage("shapes"):
-        out = _run(fn, rng.standard_normal((2, 5)), rng.standard_normal((2, 5)))
+        out = result_of(fn, rng.standard_normal((2, 5)), rng.standard_normal((2, 5)))
         expect_shape(out, (2, 5), hint="dh has the shape of h (and of dy)")
     with stage("hand-checkable case"):
         # h = [-2, -0.5, 0.5, 3], dy = [1, -2, 3, -4]: dh = [0, 0, 3, -4]
@@ -307,7 +294,7 @@ def _gelu_mistakes(h):
 
 
 def _check_gelu_case(fn, h, rtol=1e-9, atol=1e-12):
-    raw = _run(fn, h)
+    raw = result_of(fn, h)
     got = expect_shape(raw, h.shape, hint="GELU acts element by element: y has the shape of h")
     expect_finite(got, hint="for very negative h, tanh(u) -> -1 and y -> 0; np.tanh never overflows")
     h64 = np.asarray(h, dtype=np.float64)
@@ -317,7 +304,7 @@ def _check_gelu_case(fn, h, rtol=1e-9, atol=1e-12):
 def _gelu_forward_stages(fn):
     rng = case_rng(64)
     with stage("GELU forward: shapes"):
-        expect_shape(_run(fn, rng.standard_normal((3, 4))), (3, 4),
+        expect_shape(result_of(fn, rng.standard_normal((3, 4))), (3, 4),
                      hint="GELU acts element by element: y has the shape of h")
     with stage("GELU forward: h = 0 and large |h|"):
         # GELU(0) = 0; for large h, tanh -> 1 and y -> h; for very negative h, y -> 0
@@ -395,7 +382,7 @@ def _gelu_back_mistakes(dy, h):
 
 
 def _check_gelu_back_case(fn, dy, h, rtol=1e-9, atol=1e-12):
-    raw = _run(fn, dy, h)
+    raw = result_of(fn, dy, h)
     got = expect_shape(raw, h.shape, hint="dh has the shape of h (and of dy)")
     expect_finite(got, hint="1 - tanh(u)^2 is finite for every h: compute it from tanh, not from cosh")
     d64, h64 = np.asarray(dy, dtype=np.float64), np.asarray(h, dtype=np.float64)
@@ -405,7 +392,7 @@ def _check_gelu_back_case(fn, dy, h, rtol=1e-9, atol=1e-12):
 def _gelu_backward_stages(fn):
     rng = case_rng(66)
     with stage("GELU backward: shapes"):
-        expect_shape(_run(fn, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))), (3, 4),
+        expect_shape(result_of(fn, rng.standard_normal((3, 4)), rng.standard_normal((3, 4))), (3, 4),
                      hint="dh has the shape of h (and of dy)")
     with stage("GELU backward: h = 0 and h = 10"):
         # at h = 0: t = 0, so GELU'(0) = 0.5 (1 + 0) + 0 = 0.5; at h = 10: t = 1 to 16 digits, so
@@ -450,8 +437,7 @@ def _sublayers(C, seed):
 
     def attn(x):
         S = x @ x.T / np.sqrt(x.shape[1])
-        E = np.exp(S - S.max(axis=1, keepdims=True))
-        return (E / E.sum(axis=1, keepdims=True)) @ x @ A
+        return ref.softmax(S) @ x @ A
 
     def ffn(x):
         return np.maximum(x @ W1 + b1, 0.0) @ W2
@@ -556,7 +542,7 @@ _BLOCK_HINTS = {
 
 def _check_block_case(fn, x, norm, seed):
     layers = _sublayers(x.shape[1], seed)
-    raw = _run(fn, x, *layers, norm)
+    raw = result_of(fn, x, *layers, norm)
     got = expect_shape(raw, x.shape, hint="a block maps (T, C) to (T, C)")
     expect_finite(got, hint=_BLOCK_HINTS[norm])
     x64 = np.asarray(x, dtype=np.float64)
@@ -572,7 +558,7 @@ def check_block_forward(fn):
     rng = case_rng(67)
     with stage("shapes"):
         x = rng.standard_normal((5, 6))
-        expect_shape(_run(fn, x, *_sublayers(6, 0), "post"), (5, 6), hint="a block maps (T, C) to (T, C)")
+        expect_shape(result_of(fn, x, *_sublayers(6, 0), "post"), (5, 6), hint="a block maps (T, C) to (T, C)")
     with stage("post-LN"):
         for T, C, seed in ((5, 6, 1), (8, 16, 2)):
             _check_block_case(fn, 2.0 * rng.standard_normal((T, C)) + 1.0, "post", seed)

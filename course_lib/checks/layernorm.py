@@ -24,34 +24,17 @@ structure of the answer (which terms, which sums), not its code.
 """
 import numpy as np
 
+from ..kernels import numpy_ref
 from .cases import call_hinted
-from .core import (case_rng, CheckFailed, as_array, checker, diagnose, expect_finite, expect_float64,
+from .core import (case_rng, CheckFailed, checker, diagnose, expect_arrays, expect_finite, expect_float64,
                    expect_shape, stage, tiered)
 
 __all__ = ["check_layernorm_forward", "check_layernorm_backward"]
 
 
 # ----------------------------------------------------------------------------------------
-# reference formulas (float64)
+# the references are numpy_ref's layernorm_forward and layernorm_backward (float64 here)
 # ----------------------------------------------------------------------------------------
-
-def _forward(x, gamma, beta, eps):
-    """y, xhat, rstd (N,): biased variance, eps inside the square root."""
-    mu = x.mean(axis=1, keepdims=True)
-    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
-    rstd = 1.0 / np.sqrt(var + eps)
-    xhat = (x - mu) * rstd
-    return gamma * xhat + beta, xhat, rstd[:, 0]
-
-
-def _backward(dy, xhat, rstd, gamma):
-    """dx = rstd / C * (C g - sum(g) - xhat * sum(g * xhat)), g = dy * gamma; dgamma, dbeta."""
-    C = dy.shape[1]
-    g = dy * gamma
-    r = rstd[:, None]
-    dx = r / C * (C * g - g.sum(1, keepdims=True) - xhat * (g * xhat).sum(1, keepdims=True))
-    return dx, (dy * xhat).sum(0), dy.sum(0)
-
 
 def _c_transformer_dx(dy, xhat, rstd, gamma):
     """The C-Transformer document's dx, written with xhat and rstd:
@@ -62,29 +45,20 @@ def _c_transformer_dx(dy, xhat, rstd, gamma):
     return r / C * (C * dy - dy.sum(1, keepdims=True) - xm * (dy * xm).sum(1, keepdims=True)) * gamma
 
 
-def _run(fn, *args):
-    """Call the learner's function quietly; a failed broadcast gets a hint about row shapes."""
-    return call_hinted(fn, args, [("broadcast", _BROADCAST_HINT)])
-
-
 _BROADCAST_HINT = ("a statistic of each row (a mean, a sum, rstd) has N entries; keep it as an (N, 1) "
                    "column so that it broadcasts along the row: keepdims=True in the reduction, or "
                    "rstd[:, None] for rstd of shape (N,). gamma and beta (C,) broadcast as they are")
+_ERRORS = [("broadcast", _BROADCAST_HINT)]      # call_hinted's: a failed broadcast gets it
 
 
-def _triple(result, names, what):
-    """The learner's 3-tuple as a list of arrays (float arrays kept as they are), or a clear failure."""
+def _arrays(result, names, what):
+    """The learner's 3-tuple of float64 arrays, or a clear failure."""
     if result is None:
         raise CheckFailed(f"{what} returned None", hint="is the `return` statement missing?")
-    if not isinstance(result, (tuple, list)) or len(result) != len(names):
-        got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list))
-                                       else "")
-        raise CheckFailed(f"{what} should return 3 arrays ({', '.join(names)}), got {got}",
-                          hint=f"end your function with `return {', '.join(names)}`")
-    arrays = [as_array(r, name) for r, name in zip(result, names)]
+    arrays = expect_arrays(result, names, what)
     for r, name in zip(result, names):
         expect_float64(r, name)
-    return [r if isinstance(r, np.ndarray) and r.dtype.kind == "f" else a for r, a in zip(result, arrays)]
+    return arrays
 
 
 # ----------------------------------------------------------------------------------------
@@ -168,12 +142,12 @@ def _y_mistakes(xhat, gamma, beta):
 
 def _check_forward_case(fn, x, gamma, beta, eps, values=True):
     N, C = x.shape
-    y, xhat, rstd = _triple(_run(fn, x, gamma, beta, eps), ["y", "xhat", "rstd"],
+    y, xhat, rstd = _arrays(call_hinted(fn, (x, gamma, beta, eps), _ERRORS), ["y", "xhat", "rstd"],
                             "layernorm_forward(x, gamma, beta, eps)")
     _expect_forward_shapes(y, xhat, rstd, N, C)
     if not values:
         return
-    want_y, want_xhat, want_rstd = _forward(x, gamma, beta, eps)
+    want_y, want_xhat, want_rstd = numpy_ref.layernorm_forward(x, gamma, beta, eps)
     variants = _variants(x, eps)
     expect_finite(rstd, what="rstd", hint="eps inside the square root keeps a constant row finite: "
                                           "1 / np.sqrt(0 + eps)")
@@ -323,14 +297,14 @@ def _expect_param_grad_shape(g, C, N, name):
 
 def _check_backward_case(fn, dy, xhat, rstd, gamma, values=True):
     N, C = dy.shape
-    dx, dgamma, dbeta = _triple(_run(fn, dy, xhat, rstd, gamma), ["dx", "dgamma", "dbeta"],
+    dx, dgamma, dbeta = _arrays(call_hinted(fn, (dy, xhat, rstd, gamma), _ERRORS), ["dx", "dgamma", "dbeta"],
                                 "layernorm_backward(dy, xhat, rstd, gamma)")
     expect_shape(dx, (N, C), what="dx", hint="dx has the shape of x: (N, C)")
     _expect_param_grad_shape(dgamma, C, N, "dgamma")
     _expect_param_grad_shape(dbeta, C, N, "dbeta")
     if not values:
         return
-    want_dx, want_dgamma, want_dbeta = _backward(dy, xhat, rstd, gamma)
+    want_dx, want_dgamma, want_dbeta = numpy_ref.layernorm_backward(dy, xhat, rstd, gamma)
     diagnose(dbeta, want_dbeta, [
         (lambda: (dy * xhat).sum(0), "dgamma and dbeta are swapped: dbeta = sum over rows of dy"),
         (lambda: dy.mean(0), "dbeta is the SUM over rows of dy, not the mean"),
@@ -357,7 +331,7 @@ def _inputs(rng, N, C, gamma=None, scale=2.0, offset=0.0):
     """dy, xhat, rstd, gamma of a float64 forward on random x (N, C)."""
     x = scale * rng.standard_normal((N, C)) + offset
     g = np.ones(C) if gamma is None else gamma
-    _, xhat, rstd = _forward(x, g, np.zeros(C), 1e-5)
+    _, xhat, rstd = numpy_ref.layernorm_forward(x, g, np.zeros(C), 1e-5)
     return rng.standard_normal((N, C)), xhat, rstd, g
 
 

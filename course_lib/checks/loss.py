@@ -20,7 +20,8 @@ and names the one the result matches.
 """
 import numpy as np
 
-from .cases import Output, Spec, Stage, call_hinted, run_cases
+from . import reference as ref
+from .cases import Output, Spec, Stage, result_of, run_cases
 from .core import case_rng, CheckFailed, as_array, checker, diagnose, stage, tiered
 from .library import Solution
 
@@ -37,11 +38,6 @@ def _logsumexp(z):
     """log sum_v exp(z[n, v]) per row, the row maximum taken out first. (N, V) -> (N,)"""
     m = z.max(axis=1)
     return m + np.log(np.exp(z - m[:, None]).sum(axis=1))
-
-
-def _softmax(z):
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def _row_losses(z, y):
@@ -66,7 +62,7 @@ def _dlogits(z, y, scale=None, sign=1.0, shift=0, ignored_rows="zero", axis=1):
     scored = y != IGNORE
     M = np.count_nonzero(scored)
     scale = 1.0 / M if scale is None else scale
-    p = _softmax(z) if axis == 1 else _softmax(z.T).T
+    p = ref.softmax(z) if axis == 1 else ref.softmax(z.T).T
     d = np.zeros_like(p)
     rows = np.flatnonzero(scored)
     d[rows] = p[rows]
@@ -98,13 +94,6 @@ _OFF_BY_ONE_HINT = ("the target index is off by one: the loss of row n reads z[n
 # the errors of a function that indexes z[n, -100] or one past the last column
 _ERRORS = [(("IndexError", "-100"), _MASK_HINT),
            (("IndexError", "out of bounds"), "an index past the last column: " + _OFF_BY_ONE_HINT)]
-
-
-def _run(fn, *args):
-    result = call_hinted(fn, args, _ERRORS)
-    if result is None:
-        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
-    return result
 
 
 def _targets(rng, N, V, n_ignored):
@@ -216,7 +205,7 @@ def _scalar(raw):
 
 
 def _check_forward_case(fn, z, y, finite_hint=_FORWARD_HINT):
-    raw = _run(fn, z, y)
+    raw = result_of(fn, z, y, errors=_ERRORS)
     arr = _scalar(raw)
     if not np.isfinite(arr):
         if arr == _global_max_loss(z, y):          # the same -inf as one global maximum
@@ -235,7 +224,7 @@ def check_cross_entropy_forward(cross_entropy):
     rng = case_rng(81)
     with stage("returns one number"):
         z = rng.standard_normal((3, 4))
-        _scalar(_run(cross_entropy, z, np.array([0, 1, 2])))
+        _scalar(result_of(cross_entropy, z, np.array([0, 1, 2]), errors=_ERRORS))
     with stage("hand-checkable case"):
         # row 0: exp(z) = [1, 1, 1, 1], p = 1/4 each; row 1: exp(z) = [1, 1, 2, 4], p_2 = 2/8
         z = np.log(np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 4.0]]))
@@ -302,7 +291,7 @@ def _backward_mistakes(z, y):
         (lambda: _dlogits(z, y, ignored_rows="negative index"), _MASK_HINT),
         (lambda: _dlogits(z, y, shift=1), _OFF_BY_ONE_HINT),
         (lambda: _dlogits(z, y, shift=-1), _OFF_BY_ONE_HINT),
-        (lambda: np.where((y != IGNORE)[:, None], _softmax(z) / M, 0.0),
+        (lambda: np.where((y != IGNORE)[:, None], ref.softmax(z) / M, 0.0),
          "the onehot(y) term is missing: subtract 1 at the target's entry of each scored row"),
     ]
 

@@ -18,7 +18,8 @@ there is named there.
 import numpy as np
 
 from . import reference as ref
-from .core import (case_rng, CheckFailed, call, check_quietly, checker, diagnose, expect_arrays, expect_finite,
+from .cases import result_of
+from .core import (case_rng, CheckFailed, check_quietly, checker, diagnose, expect_arrays, expect_finite,
                    expect_shape, float_dtype, learner_helpers, stage, tiered)
 
 __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_attention",
@@ -29,12 +30,6 @@ __all__ = ["check_split_merge_heads", "check_causal_mask", "check_multihead_atte
 # reference formulas (float64)
 # ----------------------------------------------------------------------------------------
 
-def _softmax(S):
-    with np.errstate(invalid="ignore"):
-        E = np.exp(S - S.max(axis=-1, keepdims=True))
-        return E / E.sum(axis=-1, keepdims=True)
-
-
 def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=ref.split_heads, merge=ref.merge_heads, scale=None,
              mask=ref.apply_causal_mask):
     """y = merge(softmax(mask(Q_h K_h^T / sqrt(D))) V_h) W_o, and A (B, H, T, T)."""
@@ -43,7 +38,7 @@ def _forward(x, W_q, W_k, W_v, W_o, H, causal, split=ref.split_heads, merge=ref.
     S = Q @ K.swapaxes(-1, -2) * (1 / np.sqrt(D) if scale is None else scale)
     if causal:
         S = mask(S)
-    A = _softmax(S)
+    A = ref.softmax(S).astype(S.dtype, copy=False)      # float32 scores keep float32 weights
     return merge(A @ V) @ W_o, A
 
 
@@ -118,14 +113,6 @@ def _own_helpers_first(fn):
             check_quietly(fn, check_causal_mask, "Exercise 4.2", own, own["apply_causal_mask"])
 
 
-def _run(fn, *args, **kwargs):
-    with np.errstate(all="ignore"):
-        result = call(fn, *args, **kwargs)
-    if result is None:
-        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
-    return result
-
-
 # ----------------------------------------------------------------------------------------
 # Exercise 4.1: split_heads and merge_heads
 # ----------------------------------------------------------------------------------------
@@ -168,13 +155,13 @@ def _merge_mistakes(Y):
 def _check_split_case(split_heads, merge_heads, X, H):
     B, T, C = X.shape
     D = C // H
-    got = _run(split_heads, X, H)
+    got = result_of(split_heads, X, H)
     expect_shape(got, (B, H, T, D), what="split_heads(X, n_heads)",
                  hint=f"X is (B, T, C) = {X.shape} with H = {H} heads: the result is (B, H, T, D) = "
                       f"{(B, H, T, D)}, D = C // H")
     diagnose(got, ref.split_heads(X, H), _split_mistakes(X, H), _SPLIT_HINT, what="split_heads(X, n_heads)")
     Y = ref.split_heads(X, H)
-    got = _run(merge_heads, Y)
+    got = result_of(merge_heads, Y)
     expect_shape(got, (B, T, C), what="merge_heads(Y)",
                  hint=f"Y is (B, H, T, D) = {Y.shape}: the result is (B, T, H * D) = {(B, T, C)}")
     diagnose(got, X, _merge_mistakes(Y), _MERGE_HINT, what="merge_heads(Y)")
@@ -187,9 +174,9 @@ def check_split_merge_heads(split_heads, merge_heads=None):
         raise CheckFailed("pass both functions: check_split_merge_heads(split_heads, merge_heads)")
     with stage("shapes"):
         X = rng.standard_normal((2, 3, 12))
-        expect_shape(_run(split_heads, X, 4), (2, 4, 3, 3), what="split_heads(X, 4)",
+        expect_shape(result_of(split_heads, X, 4), (2, 4, 3, 3), what="split_heads(X, 4)",
                      hint="X (B, T, C) = (2, 3, 12) with 4 heads: (B, H, T, D) = (2, 4, 3, 3)")
-        expect_shape(_run(merge_heads, ref.split_heads(X, 4)), (2, 3, 12), what="merge_heads(Y)",
+        expect_shape(result_of(merge_heads, ref.split_heads(X, 4)), (2, 3, 12), what="merge_heads(Y)",
                      hint="Y (B, H, T, D) = (2, 4, 3, 3): (B, T, H * D) = (2, 3, 12)")
     with stage("hand-checkable case"):
         # one sequence of T = 2 positions, C = 6 columns numbered 0..5 (row 0) and 10..15 (row 1):
@@ -201,14 +188,14 @@ def check_split_merge_heads(split_heads, merge_heads=None):
             _check_split_case(split_heads, merge_heads, rng.standard_normal(shape), H)
     with stage("round trip: merge_heads(split_heads(X)) == X"):
         X = rng.standard_normal((2, 6, 12))
-        Y = _run(split_heads, X, 3)
-        back = _run(merge_heads, np.asarray(Y, dtype=float))
+        Y = result_of(split_heads, X, 3)
+        back = result_of(merge_heads, np.asarray(Y, dtype=float))
         diagnose(back, X, [], "merge_heads must undo split_heads exactly", what="the round trip")
     with stage("edge cases: one head (D = C), C heads (D = 1), float32"):
         _check_split_case(split_heads, merge_heads, rng.standard_normal((2, 3, 4)), 1)
         _check_split_case(split_heads, merge_heads, rng.standard_normal((2, 3, 4)), 4)
         X32 = rng.standard_normal((2, 3, 8)).astype(np.float32)
-        got = _run(split_heads, X32, 2)
+        got = result_of(split_heads, X32, 2)
         if np.asarray(got).dtype != np.float32:
             raise CheckFailed(f"split_heads turned float32 input into {np.asarray(got).dtype}",
                               hint="reshape and transpose never change the dtype: no .astype, no "
@@ -256,7 +243,7 @@ _VALUES_HINT = ("the mask comes from the scores' values (np.tril(S) == 0, or np.
 
 
 def _check_mask_case(fn, S):
-    got = _run(fn, S)
+    got = result_of(fn, S)
     expect_shape(got, S.shape, what="apply_causal_mask(S)",
                  hint="the masked scores have the shape of S: the mask broadcasts over leading axes")
     diagnose(got, ref.apply_causal_mask(S), _mask_mistakes(S), _MASK_HINT, what="apply_causal_mask(S)")
@@ -267,7 +254,7 @@ def check_causal_mask(apply_causal_mask):
     rng = case_rng(42)
     with stage("shapes"):
         S = rng.standard_normal((3, 3))
-        expect_shape(_run(apply_causal_mask, S), (3, 3), what="apply_causal_mask(S)",
+        expect_shape(result_of(apply_causal_mask, S), (3, 3), what="apply_causal_mask(S)",
                      hint="(T, T) in, (T, T) out")
     with stage("hand-checkable case"):
         # T = 3: row t keeps the columns s <= t, the rest is -inf
@@ -364,7 +351,7 @@ def _fwd_y_mistakes(args, causal):
 
 def _check_fwd_case(fn, x, W_q, W_k, W_v, W_o, H, causal, rtol=1e-6, atol=1e-9):
     B, T, C = x.shape
-    y, A = expect_arrays(_run(fn, x, W_q, W_k, W_v, W_o, H, causal), ["y", "A"],
+    y, A = expect_arrays(result_of(fn, x, W_q, W_k, W_v, W_o, H, causal), ["y", "A"],
                   "multihead_attention(...)")
     expect_shape(A, (B, H, T, T), what="A", hint=f"A holds one (T, T) map per sequence and head: "
                                                   f"(B, H, T, T) = {(B, H, T, T)}")
@@ -400,7 +387,7 @@ def check_multihead_attention(multihead_attention):
     _own_helpers_first(multihead_attention)
     with stage("returns (y, A) with shapes (B, T, C) and (B, H, T, T)"):
         x = rng.standard_normal((2, 3, 8))
-        _tuple_shapes = expect_arrays(_run(multihead_attention, x, *_weights(rng, 8), 2, False), ["y", "A"],
+        _tuple_shapes = expect_arrays(result_of(multihead_attention, x, *_weights(rng, 8), 2, False), ["y", "A"],
                                "multihead_attention(...)")
         expect_shape(_tuple_shapes[0], (2, 3, 8), what="y",
                      hint="here x is (B, T, C) = (2, 3, 8) with H = 2: y is (2, 3, 8)")
@@ -513,7 +500,7 @@ def _swap_mistakes(args, i):
 
 def _check_bwd_case(fn, dy, x, W_q, W_k, W_v, W_o, A, H, rtol=1e-6, atol=1e-9):
     B, T, C = x.shape
-    got = expect_arrays(_run(fn, dy, x, W_q, W_k, W_v, W_o, A, H), _BWD_NAMES,
+    got = expect_arrays(result_of(fn, dy, x, W_q, W_k, W_v, W_o, A, H), _BWD_NAMES,
                  "multihead_attention_backward(...)")
     shapes = [(B, T, C)] + [(C, C)] * 4
     for g, name, shape in zip(got, _BWD_NAMES, shapes):
@@ -543,7 +530,7 @@ def check_multihead_attention_backward(multihead_attention_backward):
     _own_helpers_first(fn)
     with stage("returns (dx, dW_q, dW_k, dW_v, dW_o) with the shapes of x and the weights"):
         args = _bwd_case(rng, 2, 3, 8, 2, False)
-        got = expect_arrays(_run(fn, *args), _BWD_NAMES, "multihead_attention_backward(...)")
+        got = expect_arrays(result_of(fn, *args), _BWD_NAMES, "multihead_attention_backward(...)")
         for g, name, shape in zip(got, _BWD_NAMES, [(2, 3, 8)] + [(8, 8)] * 4):
             expect_shape(g, shape, what=name, hint=f"{name} has the shape of {name[1:]}: {shape}")
     with stage("small case: B = 1, T = 3, C = 4, H = 2"):

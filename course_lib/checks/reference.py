@@ -28,10 +28,11 @@ def apply_causal_mask(S):
 
 
 def softmax(x, axis=-1):
-    """Row-wise softmax in float64 (row maximum subtracted)."""
+    """Row-wise softmax in float64 (row maximum subtracted); a row of -inf alone is NaN, quietly."""
     x = np.asarray(x, dtype=np.float64)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
 
 
 def adam_moments(g, m, v, b1, b2):

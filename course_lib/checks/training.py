@@ -34,6 +34,7 @@ a wrong result is compared with the usual mistakes, and the hint names the one i
 
 import numpy as np
 
+from .cases import call_hinted
 from .core import (case_rng, CheckFailed, as_array, call, check_quietly, checker, diagnose, expect_finite,
                    expect_float64, expect_shape, foreign_array, low_precision, learner_helpers, short_repr,
                    show_digits, stage, tiered)
@@ -42,12 +43,6 @@ from .reference import adam_moments, adam_step
 
 __all__ = ["check_sgd_momentum_step", "check_adam_step", "check_clip_by_global_norm",
            "check_train_loop"]
-
-
-def _call_quiet(fn, *args):
-    """call() with NumPy's warnings off (a division by zero is the checker's to explain)."""
-    with np.errstate(all="ignore"):
-        return call(fn, *args)
 
 
 def _unpack(result, names, shapes):
@@ -85,7 +80,7 @@ _MOMENTUM_HINT = ("re-read the rule in words above Exercise 11.2: what the veloc
 
 
 def _momentum_case(fn, p, g, vel, lr, mu):
-    got = _unpack(_call_quiet(fn, p, g, vel, lr, mu), ("new_param", "new_velocity"),
+    got = _unpack(call_hinted(fn, (p, g, vel, lr, mu)), ("new_param", "new_velocity"),
                   (p.shape, p.shape))
     want_p, want_v = _momentum_ref(p, g, vel, lr, mu)
     ema_v = mu * vel + (1 - mu) * g
@@ -123,7 +118,7 @@ def check_sgd_momentum_step(fn):
     rng = case_rng(11)
     with stage("returns (new_param, new_velocity), shaped like param"):
         p, g, vel = (rng.standard_normal((3, 4)) for _ in range(3))
-        _unpack(_call_quiet(fn, p, g, vel, 0.1, 0.9), ("new_param", "new_velocity"),
+        _unpack(call_hinted(fn, (p, g, vel, 0.1, 0.9)), ("new_param", "new_velocity"),
                 (p.shape, p.shape))
     with stage("hand-checkable case"):
         # velocity = 0.9 * [0.2, 0] + [0.5, -1] = [0.68, -1]; param = [1, 2] - 0.1 * velocity
@@ -244,7 +239,7 @@ def _adam_moments(got_m, got_v, g, m, v, t, b1, b2, want_m, want_v):
 def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
     b1, b2 = betas
     try:
-        result = _call_quiet(fn, p, g, m, v, t, lr, betas, eps)
+        result = call_hinted(fn, (p, g, m, v, t, lr, betas, eps))
     except CheckFailed as e:
         if "ZeroDivisionError" in e.message:
             raise CheckFailed(e.message, _T_ZERO_HINT) from None
@@ -262,7 +257,7 @@ def check_adam_step(fn):
     with stage("returns (new_param, m, v), each shaped like param"):
         p, g = rng.standard_normal((2, 3, 4))
         z = np.zeros((3, 4))
-        _unpack(_call_quiet(fn, p, g, z, z, 3, 1e-3, betas, 1e-8), ("new_param", "m", "v"),
+        _unpack(call_hinted(fn, (p, g, z, z, 3, 1e-3, betas, 1e-8)), ("new_param", "m", "v"),
                 ((3, 4),) * 3)
     with stage("hand-checkable case: the first step (t = 1, m = v = 0)"):
         # m_hat = grad and v_hat = grad^2, so every entry moves by lr * sign(grad), eps aside
@@ -299,7 +294,7 @@ def _clip_result(fn, grads, max_norm):
     """Call the learner's function; -> (clipped, norm), or a failure naming what is wrong."""
     copies = {k: g.copy() for k, g in grads.items()}
     try:
-        result = _call_quiet(fn, grads, max_norm)
+        result = call_hinted(fn, (grads, max_norm))
     except CheckFailed as e:
         if "ZeroDivisionError" in e.message:
             raise CheckFailed(e.message, _ZERO_NORM_HINT) from None
