@@ -19,7 +19,7 @@ returns (M, C): everything after it works per position.
 """
 import numpy as np
 
-from .kernels._fast.copy import column_block, join_columns
+from .kernels.machinery import column_block, join_columns
 
 
 class Block:

@@ -189,8 +189,8 @@ def check_cache() -> Check:
 def check_blas() -> Check:
     import os
 
-    from .kernels._fast.blas import FALLBACK_ENV, NUMPY_BLAS, NUMPY_BLAS_CONTROLLER
-    from .kernels._fast.threads import blas_thread_count, get_num_threads, threading_layer
+    from .kernels.machinery import (FALLBACK_ENV, NUMPY_BLAS, NUMPY_BLAS_CONTROLLER, blas_thread_count,
+                                    get_num_threads, threading_layer)
 
     lib = NUMPY_BLAS_CONTROLLER
     if lib is None:
@@ -238,7 +238,7 @@ def check_model() -> list[Check]:
     import numpy as np
 
     import course_lib as cl
-    from course_lib.kernels._fast.threads import blas_threads, blas_threads_for
+    from course_lib.kernels.machinery import blas_threads, blas_threads_for
 
     model = cl.Transformer(cl.presets.deep_dive(), seed=0)
     tokens, targets = cl.task.splits(0)["train"]

@@ -8,10 +8,7 @@ import math
 import numpy as np
 from numba import prange
 
-from .kernels._fast.jit import kernel
-from .kernels._fast.copy import scale_in_place
-from .kernels._fast.reduce import sum_squares
-from .kernels._fast.threads import split_work
+from .kernels.machinery import kernel, scale_in_place, split_work, sum_squares
 
 
 @kernel

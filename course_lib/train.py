@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from . import io, optim, task
 from .config import check_integer
 from .kernels import numpy_ref
-from .kernels._fast.threads import blas_threads, blas_threads_for
+from .kernels.machinery import blas_threads, blas_threads_for
 
 
 class TrainingDiverged(FloatingPointError):

@@ -95,7 +95,7 @@ def _progress_bars_as_text(nb) -> None:
 
 def _drop_compile_notice(nb) -> None:
     """Remove the compile lines from the stderr outputs (and a stderr output it leaves empty)."""
-    from ..kernels._fast.jit import FIRST_COMPILE, MORE_COMPILE
+    from ..kernels.machinery import FIRST_COMPILE, MORE_COMPILE
     for cell in nb.cells:
         kept = []
         for out in cell.get("outputs", []):

@@ -28,7 +28,7 @@ from pathlib import Path
 from numba import config as numba_config
 from numba.core.caching import _CacheLocator
 
-from ..kernels._fast import blas
+from ..kernels import machinery
 
 PACKAGE = Path(__file__).resolve().parents[1]        # course_lib/
 # the parts an exercise's cells may use (the model, its kernels, the optimisers, the task, the
@@ -179,7 +179,7 @@ def _cache_folder(py_file: Path, cache_dir) -> Path:
 def _worker_cache_dir(root: Path):
     """Numba's cache folder in the worker on the sandbox's course_lib at root (the worker has no
     NUMBA_CACHE_DIR): none on NumPy's BLAS, the fallback's own beside its blas.py otherwise."""
-    return None if blas.NUMPY_BLAS else root / "kernels" / "_fast" / "__pycache__" / blas.FALLBACK_CACHE
+    return None if machinery.NUMPY_BLAS else root / "kernels" / "_fast" / "__pycache__" / machinery.FALLBACK_CACHE
 
 
 def _copy_cache(source: Path, target: Path, target_cache_dir) -> None:

@@ -17,12 +17,11 @@ proves the two paths agree. numpy_ref imports without Numba.
 
 The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp, the
 threads the kernels run on and how many, BLAS's spin, memory kept between steps) is in _fast/,
-below the layers. set_num_threads(n) limits the kernels' threads and BLAS's together.
+below the layers (what the rest of course_lib uses of it: machinery.py). set_num_threads(n)
+limits the kernels' threads and BLAS's together.
 """
-from ._fast.blas import NUMPY_BLAS as _NUMPY_BLAS
-from ._fast.memory import keep_freed_memory as _keep_freed_memory
-from ._fast.spin import shorten_spin as _shorten_spin
-from ._fast.threads import get_num_threads, limit_blas_from_environment as _limit_blas, set_num_threads
+from ._fast.process import settle as _settle
+from ._fast.threads import get_num_threads, set_num_threads
 from .activations import gelu_backward, gelu_forward, relu_backward, relu_forward
 from .attention import attention_backward, attention_forward, attention_rows_backward, attention_rows_forward
 from .cross_entropy import IGNORE, cross_entropy_backward, cross_entropy_forward, scored_rows
@@ -42,6 +41,4 @@ __all__ = [
     "residual_backward", "residual_forward", "softmax_backward", "softmax_forward",
 ]
 
-_keep_freed_memory()   # once, for the whole process: see _fast/memory.py
-_shorten_spin(_NUMPY_BLAS)   # and _fast/spin.py
-_limit_blas()       # COURSE_LIB_NUM_THREADS and the like: see _fast/threads.py
+_settle()   # the process-wide settings, once: see _fast/process.py

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..kernels._fast.threads import blas_threads
+from ..kernels.machinery import blas_threads
 
 
 def _check_sampling(temperature, top_k, vocab_size):

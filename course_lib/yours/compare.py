@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from .. import optim, task, train
 from ..config import presets
-from ..kernels._fast.threads import blas_threads, blas_threads_for
+from ..kernels.machinery import blas_threads, blas_threads_for
 from ..model import Transformer
 from .backend import model_backward
 

@@ -48,3 +48,16 @@ def test_at_most_14_modules_at_the_top():
     """The front door: course_lib's top level holds at most 14 modules beside its packages."""
     top = [p.name for p in ROOT.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     assert len(top) <= 14, f"{len(top)} modules at the top of course_lib: group them by concern ({sorted(top)})"
+
+
+def test_only_the_kernels_import_the_speed_machinery():
+    """Outside kernels/, course_lib reaches _fast through kernels/machinery.py only."""
+    found = []
+    for path in MODULES:
+        if "kernels" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{_name(path)}:{node.lineno}" for name in names if "_fast" in name.split(".")]
+    assert not found, f"import course_lib.kernels.machinery instead: {found}"

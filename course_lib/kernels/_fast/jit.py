@@ -89,10 +89,12 @@ def kernel(fn=None, *, in_order=False, parallel=False):
                 fastmath=False if in_order else FASTMATH, pipeline_class=_NoInterleaveCompiler)(fn)
 
 
-# Numba's threads for `prange`: GNU OpenMP where it is (Linux; Windows has Microsoft's): its threads
-# wait for work spinning a while, so a parallel loop starts in about 4 us (the workqueue layer
-# wakes sleeping threads: 140 us on a 2-core cloud machine, 2026-11-28). Then TBB (safe as well,
-# where a learner installed it), else workqueue (macOS's wheels), which aborts the process if two
-# threads start parallel loops at once: split_work lets one thread at a time start one.
-if "NUMBA_THREADING_LAYER" not in os.environ and "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
-    numba_config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+def prefer_spinning_threads():
+    """Numba's threads for `prange`: GNU OpenMP where it is (Linux; Windows has Microsoft's): its
+    threads wait for work spinning a while, so a parallel loop starts in about 4 us (the workqueue
+    layer wakes sleeping threads: 140 us on a 2-core cloud machine, 2026-11-28). Then TBB (safe as
+    well, where a learner installed it), else workqueue (macOS's wheels), which aborts the process
+    if two threads start parallel loops at once: split_work lets one thread at a time start one.
+    A layer or priority the environment names is kept."""
+    if "NUMBA_THREADING_LAYER" not in os.environ and "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
+        numba_config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]

@@ -1,0 +1,22 @@
+"""What the rest of course_lib uses of the speed machinery (_fast/): the modules outside kernels/
+import it from here, never from _fast, so that _fast can change inside without them.
+
+    kernel, split_work             a Numba kernel and its parallel loop over rows (optim's updates)
+    scale_in_place, sum_squares    optim's clipping: the same bytes on any thread count
+    column_block, join_columns     block.py's W_qkv columns, split and joined on the kernels' threads
+    blas_threads, blas_threads_for `with blas_threads(n):` n threads for BLAS and the kernels in a
+                                   block; blas_threads_for(config, rows): 1 for a small model, else None
+    FIRST_COMPILE, MORE_COMPILE    the lines that announce compiling (kept out of stored notebooks)
+    what doctor reports            NUMPY_BLAS, NUMPY_BLAS_CONTROLLER, FALLBACK_ENV, FALLBACK_CACHE,
+                                   blas_thread_count, get_num_threads, threading_layer
+"""
+from ._fast.blas import FALLBACK_CACHE, FALLBACK_ENV, NUMPY_BLAS, NUMPY_BLAS_CONTROLLER
+from ._fast.copy import column_block, join_columns, scale_in_place
+from ._fast.jit import FIRST_COMPILE, MORE_COMPILE, kernel
+from ._fast.reduce import sum_squares
+from ._fast.threads import (blas_thread_count, blas_threads, blas_threads_for, get_num_threads, split_work,
+                            threading_layer)
+
+__all__ = ["FALLBACK_CACHE", "FALLBACK_ENV", "NUMPY_BLAS", "NUMPY_BLAS_CONTROLLER", "column_block", "join_columns",
+           "scale_in_place", "FIRST_COMPILE", "MORE_COMPILE", "kernel", "sum_squares", "blas_thread_count",
+           "blas_threads", "blas_threads_for", "get_num_threads", "split_work", "threading_layer"]
