@@ -8,6 +8,7 @@ import math
 import numpy as np
 from numba import prange
 
+from .kernels.machinery import ADAM_GRAIN as GRAIN, ADAM_SMALL_MODEL as SMALL_MODEL
 from .kernels.machinery import kernel, scale_in_place, split_work, sum_squares
 
 
@@ -84,8 +85,6 @@ def _adam_ranges(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, ste
         _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds[i], bounds[i + 1])
 
 
-GRAIN = 1 << 15     # parameters from which a thread pays for its hand-over (below, handing over costs more)
-SMALL_MODEL = 32     # grains of parameters in all below which a step is one call on one thread (the course model's)
 ALIGN = 64          # ranges start at multiples of a vector's worth, the same on every thread count
 
 

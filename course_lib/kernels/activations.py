@@ -8,6 +8,7 @@ from numba import prange
 from ._fast.jit import kernel
 from ._fast.exp import exp
 from ._fast.threads import split_work
+from ._fast.tuning import GELU_GRAIN as GRAIN
 from .numpy_ref import GELU_A, GELU_B
 
 
@@ -37,7 +38,6 @@ def relu_backward(dy, h):
     return dh
 
 
-GRAIN = 1 << 15     # elements from which a thread pays for its hand-over (below, handing over costs more)
 
 
 @kernel

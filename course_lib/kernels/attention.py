@@ -27,10 +27,9 @@ from ._fast.jit import kernel
 from ._fast.blas import INLINE_PRODUCT, NUMPY_BLAS, matmul_into
 from ._fast.exp import exp
 from ._fast.threads import blas_inline, split_work
+from ._fast.tuning import BLAS_MIN_T, BLOCK
 from .softmax import softmax_row
 
-BLAS_MIN_T = 32
-BLOCK = 32          # query rows per block in the BLAS path
 
 
 @kernel

@@ -10,6 +10,7 @@ from ._fast.jit import kernel
 from ._fast.exp import exp
 from ._fast.maximum import maximum
 from ._fast.threads import split_work
+from ._fast.tuning import CROSS_ENTROPY_GRAIN as GRAIN
 from .numpy_ref import IGNORE
 
 
@@ -30,7 +31,6 @@ def scored_rows(targets, n_classes):
     return rows[:m], bad
 
 
-GRAIN = 1 << 15     # logits from which a thread pays for its hand-over
 
 
 @kernel

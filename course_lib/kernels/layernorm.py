@@ -10,8 +10,8 @@ from numba import prange
 from ._fast.jit import kernel
 from ._fast.reduce import column_sums
 from ._fast.threads import split_work
+from ._fast.tuning import LAYERNORM_GRAIN as GRAIN
 
-GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
 
 
 @kernel

@@ -15,11 +15,10 @@ from numba import prange
 from ._fast.jit import kernel
 from ._fast.blas import NUMPY_BLAS, check_same_dtype, matmul, matmul_into
 from ._fast.products import SMALL_PRODUCT, product, product_pair
+from ._fast.tuning import LINEAR_GRAIN as GRAIN, PAIR_GRAIN
 from ._fast.reduce import column_sums, sum_columns
 from ._fast.threads import blas_inline, get_num_threads, split_work, threads_spin
 
-GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
-PAIR_GRAIN = 1 << 20     # multiply-adds of a small layer's product from which it runs on a thread of its own
 
 
 @kernel

@@ -1,7 +1,8 @@
 """What the rest of course_lib uses of the speed machinery (_fast/): the modules outside kernels/
 import it from here, never from _fast, so that _fast can change inside without them.
 
-    kernel, split_work             a Numba kernel and its parallel loop over rows (optim's updates)
+    kernel, split_work             a Numba kernel and its parallel loop over rows (optim's updates),
+    ADAM_GRAIN, ADAM_SMALL_MODEL   with their tuning (_fast/tuning.py)
     scale_in_place, sum_squares    optim's clipping: the same bytes on any thread count
     column_block, join_columns     block.py's W_qkv columns, split and joined on the kernels' threads
     blas_threads, blas_threads_for `with blas_threads(n):` n threads for BLAS and the kernels in a
@@ -16,7 +17,9 @@ from ._fast.jit import FIRST_COMPILE, MORE_COMPILE, kernel
 from ._fast.reduce import sum_squares
 from ._fast.threads import (blas_thread_count, blas_threads, blas_threads_for, get_num_threads, split_work,
                             threading_layer)
+from ._fast.tuning import ADAM_GRAIN, ADAM_SMALL_MODEL
 
 __all__ = ["FALLBACK_CACHE", "FALLBACK_ENV", "NUMPY_BLAS", "NUMPY_BLAS_CONTROLLER", "column_block", "join_columns",
            "scale_in_place", "FIRST_COMPILE", "MORE_COMPILE", "kernel", "sum_squares", "blas_thread_count",
-           "blas_threads", "blas_threads_for", "get_num_threads", "split_work", "threading_layer"]
+           "blas_threads", "blas_threads_for", "get_num_threads", "split_work", "threading_layer", "ADAM_GRAIN",
+           "ADAM_SMALL_MODEL"]

@@ -4,8 +4,8 @@ from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.threads import split_work
+from ._fast.tuning import RESIDUAL_GRAIN as GRAIN
 
-GRAIN = 1 << 17     # elements from which a thread pays for its hand-over (one addition each)
 
 
 @kernel

@@ -12,8 +12,11 @@
     reduce.py   sums over rows by columns, sums of squares in fixed chunks (ditto)
     copy.py     joining and splitting column blocks, scaling in place, on those threads
     memory.py   glibc's malloc told to keep freed memory for the next step (no page faults)
-    process.py  settle(): every process-wide setting above, made once when course_lib.kernels is imported
+    process.py  settle(): every process-wide setting above, made once when course_lib.kernels is
+                imported
+    tuning.py   the tuning constants (grains, tile sizes, thresholds) in one table, with what set each
 
 The layers (kernels/layernorm.py, attention.py, ...) import these; the rest of course_lib
-reaches them only through kernels/machinery.py. A reader learning the model can skip this folder. Timings are in benchmarks/README.md.
+reaches them only through kernels/machinery.py. A reader learning the model can skip this
+folder. Timings are in benchmarks/README.md.
 """

@@ -9,8 +9,8 @@ from numba import prange
 
 from .jit import kernel
 from .threads import split_work
+from .tuning import COPY_GRAIN as GRAIN
 
-GRAIN = 1 << 17     # elements from which a thread pays for its hand-over (a copy is cheap)
 
 
 @kernel

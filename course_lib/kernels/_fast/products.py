@@ -34,11 +34,9 @@ from numba import prange
 from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into, check_same_dtype
 from .jit import kernel
 from .threads import blas_inline, split_work
+from .tuning import MIN_SIDE, SMALL_PRODUCT, TILE_WORK
 
-SMALL_PRODUCT = 1 << 22     # multiply-adds up to which a product is one call (the course model's all are)
-TILE_WORK = 1 << 22     # multiply-adds per tile, at least
 MAX_TILES = os.cpu_count() or 1
-MIN_SIDE = 128          # rows or columns of a tile, at least (unless the product has fewer)
 ALIGN = 16              # a tile's sides are multiples of this (whole vectors of float32)
 
 

@@ -15,8 +15,8 @@ from numba import prange
 
 from .jit import kernel
 from .threads import split_work
+from .tuning import REDUCE_GRAIN as GRAIN, SQUARES_CHUNK as CHUNK
 
-GRAIN = 1 << 16     # elements from which a thread pays for its hand-over
 ALIGN = 16          # columns per range a multiple of a cache line of float32: no line shared
 
 
@@ -63,7 +63,6 @@ def _sum_squares(x):
     return s
 
 
-CHUNK = 1 << 18     # a gradient's sum of squares in chunks of this many elements, added in order
 
 
 @kernel

@@ -15,7 +15,7 @@ user set is kept, and COURSE_LIB_SHORT_SPIN=0 leaves OpenBLAS as it is.
 import ctypes
 import os
 
-EXPONENT = 20       # 2^20 cycles
+from .tuning import SPIN_EXPONENT as EXPONENT      # 2^20 cycles
 
 
 def can_restart(library_path) -> bool:

@@ -27,14 +27,14 @@ import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .blas import NUMPY_BLAS_CONTROLLER
+from .tuning import SMALL_MODEL_PRODUCTS
 
-SMALL = 1 << 22   # rows x d_model x d_model below this: one thread is faster
 LIMIT_VARIABLES = ("COURSE_LIB_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def blas_threads_for(config, rows):
     """1 for small products (rows = tokens per step), else None (leave the default)."""
-    return 1 if rows * config.d_model * config.d_model < SMALL else None
+    return 1 if rows * config.d_model * config.d_model < SMALL_MODEL_PRODUCTS else None
 
 
 def available_cores():
