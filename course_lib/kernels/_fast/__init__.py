@@ -15,6 +15,7 @@
     process.py  settle(): every process-wide setting above, made once when course_lib.kernels is
                 imported
     tuning.py   the tuning constants (grains, tile sizes, thresholds) in one table, with what set each
+    private.py  the dependencies' private APIs used here (Numba's, threadpoolctl's), one function each
 
 The layers (kernels/layernorm.py, attention.py, ...) import these; the rest of course_lib
 reaches them only through kernels/machinery.py. A reader learning the model can skip this

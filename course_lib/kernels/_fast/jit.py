@@ -13,6 +13,7 @@ kernels at the course's size faster and leaves larger sizes as they were. The
 switch is LLVM's own option, set only while a kernel compiles, so other Numba code
 in the process is compiled as usual.
 """
+import contextlib
 import os
 import sys
 import time
@@ -20,7 +21,8 @@ import time
 import llvmlite.binding as llvm
 from numba import config as numba_config
 from numba import njit
-from numba.core.compiler import Compiler
+
+from .private import compiler_around
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 CACHE = True    # blas.py turns it off where the fallback BLAS cannot write a cache of its own
@@ -56,25 +58,25 @@ def announce_compile():
     _said["cell"] = cell
 
 
-class _NoInterleaveCompiler(Compiler):
-    """Numba's compiler with LLVM's -force-vector-interleave=1 while it runs (0 = LLVM decides).
+@contextlib.contextmanager
+def _no_interleave():
+    """LLVM's -force-vector-interleave=1 while a kernel compiles (0 = LLVM decides). Compiling a
+    kernel compiles the kernels it calls inside it: the outermost one switches back."""
+    if _depth[0] == 0:
+        announce_compile()
+        llvm.set_option("", "-force-vector-interleave=1")
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+        if _depth[0] == 0:
+            llvm.set_option("", "-force-vector-interleave=0")
+            _said["ended"] = time.monotonic()
 
-    Compiling a kernel compiles the kernels it calls inside it: the outermost one switches back.
-    """
-    _depth = 0
 
-    def _compile_core(self):
-        if _NoInterleaveCompiler._depth == 0:
-            announce_compile()
-            llvm.set_option("", "-force-vector-interleave=1")
-        _NoInterleaveCompiler._depth += 1
-        try:
-            return super()._compile_core()
-        finally:
-            _NoInterleaveCompiler._depth -= 1
-            if _NoInterleaveCompiler._depth == 0:
-                llvm.set_option("", "-force-vector-interleave=0")
-                _said["ended"] = time.monotonic()
+_depth = [0]        # compiles in progress, the outermost first
+_NoInterleaveCompiler = compiler_around(_no_interleave)
 
 
 def kernel(fn=None, *, in_order=False, parallel=False):

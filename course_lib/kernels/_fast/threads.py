@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .blas import NUMPY_BLAS_CONTROLLER
+from .private import blas_symbol, launch_numba_threads
 from .tuning import SMALL_MODEL_PRODUCTS
 
 LIMIT_VARIABLES = ("COURSE_LIB_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
@@ -141,8 +142,8 @@ _inline_depth, _inline_outside = 0, None
 def _native_thread_functions(controller):
     """(get, set) of the BLAS's own thread-count functions, looked up once (threadpoolctl looks
     them up at every call), or None."""
-    get = getattr(controller, "_get_symbol", lambda name: None)
-    functions = (get("openblas_get_num_threads"), get("openblas_set_num_threads"))
+    functions = (blas_symbol(controller, "openblas_get_num_threads"),
+                 blas_symbol(controller, "openblas_set_num_threads"))
     if None in functions:
         return None if controller is None else (controller.get_num_threads, controller.set_num_threads)
     return functions
@@ -200,10 +201,8 @@ def threading_layer():
     if _layer is None and os.getpid() == _parent:
         import numba
         try:
-            from numba.np.ufunc import parallel
-            parallel._launch_threads()      # what Numba's first parallel loop calls; not public API
-            _layer = numba.threading_layer()
-        except Exception:                   # (a Numba that moved it)
+            _layer = numba.threading_layer() if launch_numba_threads() else ""
+        except Exception:                   # (no layer could start)
             _layer = ""
     return _layer if os.getpid() == _parent else ""
 
