@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from . import reference as ref
+from .cases import result_of
 from .library import equivalent
 from .core import (case_rng, CheckFailed, call, checker, diagnose, expect_arrays, expect_finite, expect_shape,
                    stage, tiered)
@@ -51,34 +52,26 @@ def _failing_line(message):
     return tail.partition(": ")[2] if sep else ""
 
 
-def _run(fn, *args, matmul_hint=None, row_dot=False, broadcast_hint=None):
-    """Call the learner's function quietly (overflow warnings are the checker's to explain).
+def _errors(matmul_hint=None, row_dot=False, broadcast_hint=None):
+    """call_hinted's rows for these checkers, the first that matches wins.
 
-    matmul_hint: the hint for a matrix product of mismatched shapes (names the expected shapes).
     row_dot: the function should reduce each row (softmax backward); a matrix product that
     fails, or that breaks broadcasting, is the one-row formula used on (N, K) arrays.
-    broadcast_hint: called with the failure message of a broadcast; its hint, if not None,
-    replaces the keepdims hint (the two shapes may name another bug).
+    A broadcast gets the keepdims hint, or broadcast_hint(message) where that is not None (the two
+    shapes may name another bug). matmul_hint: for a matrix product of mismatched shapes.
     """
-    try:
-        with np.errstate(all="ignore"):
-            result = call(fn, *args)
-    except CheckFailed as e:
-        if "one dtype" in e.message:        # a kernel refused mixed dtypes: core's hint says so
-            raise
-        product = any(op in _failing_line(e.message) for op in ("@", "dot(", "inner(", "matmul("))
-        if row_dot and ("matmul" in e.message or "not aligned" in e.message
-                        or ("broadcast" in e.message and product)):
-            raise CheckFailed(e.message, _ROW_DOT_HINT) from None
-        if "broadcast" in e.message:
-            own = broadcast_hint(e.message) if broadcast_hint else None
-            raise CheckFailed(e.message, own or _KEEPDIMS_HINT) from None
-        if matmul_hint and ("matmul" in e.message or "not aligned" in e.message):
-            raise CheckFailed(e.message, matmul_hint) from None
-        raise
-    if result is None:
-        raise CheckFailed("your function returned None", hint="is the `return` statement missing?")
-    return result
+    rows = [(_one_row_formula, _ROW_DOT_HINT)] if row_dot else []
+    rows.append(("broadcast", lambda message: (broadcast_hint and broadcast_hint(message)) or _KEEPDIMS_HINT))
+    return rows + ([("matmul", matmul_hint), ("not aligned", matmul_hint)] if matmul_hint else [])
+
+
+def _one_row_formula(message) -> bool:
+    """A failed matrix product, or a broadcast that a product on the failing line broke."""
+    product = any(op in _failing_line(message) for op in ("@", "dot(", "inner(", "matmul("))
+    return "matmul" in message or "not aligned" in message or ("broadcast" in message and product)
+
+
+_ERRORS, _ROW_DOT_ERRORS = _errors(), _errors(row_dot=True)
 
 
 def _attention(Q, K, V, scale=None):
@@ -162,7 +155,7 @@ def _expect_finite_rows(y, global_max, what="your result", hint=_OVERFLOW_HINT):
 
 
 def _check_softmax_case(softmax, x, rtol=1e-6, atol=1e-9, finite_hint=_OVERFLOW_HINT):
-    raw = _run(softmax, x)
+    raw = result_of(softmax, x, errors=_ERRORS)
     y = expect_shape(raw, x.shape, hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
     _expect_finite_rows(y, _global_max_softmax(x), hint=finite_hint)
     _rows_sum_to_one(y)
@@ -177,7 +170,8 @@ def check_stable_softmax(softmax):
     rng = case_rng(31)
     with stage("shapes"):
         x = np.array([[0.0, 1.0, 2.0], [3.0, 1.0, -1.0]])
-        expect_shape(_run(softmax, x), (2, 3), hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
+        expect_shape(result_of(softmax, x, errors=_ERRORS), (2, 3),
+                     hint="softmax keeps the shape of its input: (N, K) in, (N, K) out")
     with stage("hand-checkable case"):
         # exp of log([1, 2, 1]) is [1, 2, 1]: the row becomes [1, 2, 1] / 4
         x = np.log(np.array([[1.0, 2.0, 1.0], [1.0, 1.0, 2.0]]))
@@ -259,7 +253,7 @@ def _expect_not_swapped(out, A, Tq, Tk, Dv):
 
 def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
     Tq, Tk, Dv = Q.shape[0], K.shape[0], V.shape[1]
-    out, A = expect_arrays(_run(attention, Q, K, V), ["out", "A"], "attention(Q, K, V)")
+    out, A = expect_arrays(result_of(attention, Q, K, V, errors=_ERRORS), ["out", "A"], "attention(Q, K, V)")
     _expect_not_swapped(out, A, Tq, Tk, Dv)
     if A.shape == (Tk, Tq) and Tk != Tq:
         raise CheckFailed(f"A has shape {A.shape}, expected (T_q, T_k) = {(Tq, Tk)}",
@@ -288,7 +282,8 @@ def check_single_head_attention(attention):
         hint = tiered("here Q is (3, 4), K is (5, 4), V is (5, 2): the scores and A are (T_q, T_k) = "
                       "(3, 5) and out is (T_q, D_v) = (3, 2); print the shapes of your intermediate "
                       "arrays", "S = Q @ K.T is (3, 5), out = A @ V is (3, 2)")
-        out, A = expect_arrays(_run(attention, Q, K, V, matmul_hint=hint), ["out", "A"], "attention(Q, K, V)")
+        out, A = expect_arrays(result_of(attention, Q, K, V, errors=_errors(matmul_hint=hint)), ["out", "A"],
+                               "attention(Q, K, V)")
         _expect_not_swapped(out, A, 3, 5, 2)
         if A.shape == (5, 3):
             raise CheckFailed("A has shape (5, 3), expected (T_q, T_k) = (3, 5)",
@@ -369,7 +364,7 @@ def _smb_mistakes(dy, y):
 
 
 def _check_smb_case(fn, dy, y, rtol=1e-6, atol=1e-9):
-    raw = _run(fn, dy, y, row_dot=True)
+    raw = result_of(fn, dy, y, errors=_ROW_DOT_ERRORS)
     dz = expect_shape(raw, y.shape, hint="dz has the shape of z (and of y and dy): (N, n)")
     expect_finite(dz, hint=_SMB_HINT)
     return diagnose(raw, _softmax_backward(dy, y), _smb_mistakes(dy, y), _SMB_HINT, rtol=rtol, atol=atol)
@@ -400,7 +395,7 @@ def check_softmax_backward(fn):
     with stage("shapes"):
         y = ref.softmax(rng.standard_normal((2, 3)))
         try:
-            out = _run(fn, rng.standard_normal((2, 3)), y, row_dot=True)
+            out = result_of(fn, rng.standard_normal((2, 3)), y, errors=_ROW_DOT_ERRORS)
         except CheckFailed as e:  # on (2, 3) it fails; on (3, 3) it may run: see what it computes
             hint = _square_probe(fn) if e.message.startswith("your function raised") else None
             raise CheckFailed(e.message, hint or e.hint) from None
@@ -412,7 +407,7 @@ def check_softmax_backward(fn):
     with stage("constant dy gives dz = 0"):
         # the outputs always sum to 1, so a loss weighting them all alike cannot change
         y = ref.softmax(rng.standard_normal((1, 4)))
-        dz = _run(fn, np.full((1, 4), 3.0), y, row_dot=True)
+        dz = result_of(fn, np.full((1, 4), 3.0), y, errors=_ROW_DOT_ERRORS)
         expect_shape(dz, (1, 4), hint="dz has the shape of z: (N, n)")
         diagnose(dz, np.zeros((1, 4)), _smb_mistakes(np.full((1, 4), 3.0), y),
                   "a constant dy must give dz = 0: shifting every y_j alike is impossible, they sum to 1")
@@ -532,7 +527,8 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     if Q.dtype == np.float32:
         A = A.astype(np.float32)
     Tq, Tk, D, Dv = Q.shape[0], K.shape[0], Q.shape[1], V.shape[1]
-    dQ, dK, dV = expect_arrays(_run(fn, dout, Q, K, V, A), ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
+    dQ, dK, dV = expect_arrays(result_of(fn, dout, Q, K, V, A, errors=_ERRORS), ["dQ", "dK", "dV"],
+                               "attention_backward(dout, Q, K, V, A)")
     for arr, name, shape in ((dQ, "dQ", (Tq, D)), (dK, "dK", (Tk, D)), (dV, "dV", (Tk, Dv))):
         expect_shape(arr, shape, what=name,
                      hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "
@@ -558,9 +554,9 @@ def check_single_head_attention_backward(fn):
                       "the shape of its array (dA that of A); write each product with its shapes",
                       "dV = A.T @ dout is (5, 2), dA = dout @ V.T is (3, 5), dQ = dS @ K / sqrt(D) "
                       "is (3, 4), dK = dS.T @ Q / sqrt(D) is (5, 4)")
-        dQ, dK, dV = expect_arrays(_run(fn, rng.standard_normal((3, 2)), Q, K, V, A, matmul_hint=hint,
-                                broadcast_hint=_transposed_da_hint(3, 5)),
-                           ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
+        errors = _errors(matmul_hint=hint, broadcast_hint=_transposed_da_hint(3, 5))
+        dQ, dK, dV = expect_arrays(result_of(fn, rng.standard_normal((3, 2)), Q, K, V, A, errors=errors),
+                                   ["dQ", "dK", "dV"], "attention_backward(dout, Q, K, V, A)")
         for arr, name, shape in ((dQ, "dQ", (3, 4)), (dK, "dK", (5, 4)), (dV, "dV", (5, 2))):
             expect_shape(arr, shape, what=name,
                          hint=f"every gradient has the shape of its array: {name} like {name[1:]}, {shape}; "

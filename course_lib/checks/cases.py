@@ -84,15 +84,22 @@ class Stage:
 def call_hinted(fn, args, errors=()):
     """fn(*args) through core.call, quietly (overflow is the checker's to explain); an error whose
     text matches a row of `errors` gets that row's hint, unless a kernel refused mixed dtypes (core's
-    hint says which inputs had which)."""
+    hint says which inputs had which). A row is (match, hint): match a substring, a tuple of them
+    (all must appear) or a function of the message; hint a text or a function of the message."""
     try:
         with np.errstate(all="ignore"):
             return call(fn, *args)
     except CheckFailed as e:
-        for substrings, hint in errors if "one dtype" not in e.message else ():
-            if all(s in e.message for s in ((substrings,) if isinstance(substrings, str) else substrings)):
-                raise CheckFailed(e.message, hint) from None
+        for match, hint in errors if "one dtype" not in e.message else ():
+            if _matches(match, e.message):
+                raise CheckFailed(e.message, hint(e.message) if callable(hint) else hint) from None
         raise
+
+
+def _matches(match, message) -> bool:
+    if callable(match):
+        return match(message)
+    return all(s in message for s in ((match,) if isinstance(match, str) else match))
 
 
 def result_of(fn, *args, errors=()):
