@@ -5,9 +5,9 @@ on this project's 2-core cloud machines unless said; benchmarks/README.md has th
 
 A grain is how much work makes a thread worth its hand-over (split_work gives a thread no less):
 OpenMP's spinning threads start a parallel loop in about 4 us, the workqueue's sleeping ones in
-90-150 us (2026-11-28/29). The grains were set with the threads (2026-11-28) so that a thread's
-share takes well over that start, by the cost of one element's work; they were not measured one
-by one, except Adam's.
+90-150 us (2026-11-28/29). The grains were set when the kernels went parallel (2026-11-28), larger
+where an element's work is cheaper (benchmarks/README.md, Threads); of them only Adam's was
+measured on its own (below).
 """
 
 # -- grains: elements (or parameters, logits, multiply-adds) a thread, at least ---------------
