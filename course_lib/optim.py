@@ -8,8 +8,8 @@ import math
 import numpy as np
 from numba import prange
 
-from .kernels.machinery import ADAM_GRAIN as GRAIN, ADAM_SMALL_MODEL as SMALL_MODEL
-from .kernels.machinery import kernel, scale_in_place, split_work, sum_squares
+from .kernels.machinery import (ADAM_GRAIN as GRAIN, ADAM_SMALL_MODEL as SMALL_MODEL, kernel, scale_in_place,
+                                split_work, sum_squares)
 
 
 @kernel

@@ -542,7 +542,6 @@ def _check_attn_backward_case(fn, dout, Q, K, V, rtol=1e-6, atol=1e-9):
     diagnose(dK, want_dK, _dk_mistakes(dout, Q, K, V, A64), _DK_HINT, what="dK", rtol=rtol, atol=atol)
 
 
-
 @checker(library=["kernels.attention_backward", "kernels.attention_rows_backward"])
 def check_single_head_attention_backward(fn):
     rng = case_rng(34)

@@ -38,8 +38,6 @@ def relu_backward(dy, h):
     return dh
 
 
-
-
 @kernel
 def _gelu_forward_rows(h, y, first, last):
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32

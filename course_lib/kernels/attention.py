@@ -31,7 +31,6 @@ from ._fast.tuning import BLAS_MIN_T, BLOCK
 from .softmax import softmax_row
 
 
-
 @kernel
 def _dscores(dA, a, n, scale):
     """dA[t, :n] <- dS = a * (dA - rowsum(dA * a)) * scale, in place (the softmax backward).

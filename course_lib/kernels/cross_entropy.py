@@ -31,8 +31,6 @@ def scored_rows(targets, n_classes):
     return rows[:m], bad
 
 
-
-
 @kernel
 def _forward_rows(logits, targets, probs, row_loss, first, last):
     """probs and each scored row's loss (0 at the others) for the rows first..last-1."""

@@ -13,7 +13,6 @@ from ._fast.threads import split_work
 from ._fast.tuning import LAYERNORM_GRAIN as GRAIN
 
 
-
 @kernel
 def _forward_rows(x, gamma, beta, eps, y, xhat, rstd, first, last):
     """The rows first..last-1: sums in x's precision (two passes: mean, then the squares of x - mean)."""

@@ -15,10 +15,9 @@ from numba import prange
 from ._fast.jit import kernel
 from ._fast.blas import NUMPY_BLAS, check_same_dtype, matmul, matmul_into
 from ._fast.products import SMALL_PRODUCT, product, product_pair
-from ._fast.tuning import LINEAR_GRAIN as GRAIN, PAIR_GRAIN
 from ._fast.reduce import column_sums, sum_columns
 from ._fast.threads import blas_inline, get_num_threads, split_work, threads_spin
-
+from ._fast.tuning import LINEAR_GRAIN as GRAIN, PAIR_GRAIN
 
 
 @kernel

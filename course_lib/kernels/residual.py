@@ -7,7 +7,6 @@ from ._fast.threads import split_work
 from ._fast.tuning import RESIDUAL_GRAIN as GRAIN
 
 
-
 @kernel
 def _forward_rows(x, fx, y, first, last):
     for i in range(first, last):

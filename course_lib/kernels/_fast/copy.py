@@ -12,7 +12,6 @@ from .threads import split_work
 from .tuning import COPY_GRAIN as GRAIN
 
 
-
 @kernel
 def _join_rows(a, b, c, out, first, last):
     C = a.shape[1]

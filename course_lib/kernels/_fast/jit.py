@@ -62,20 +62,21 @@ def announce_compile():
 def _no_interleave():
     """LLVM's -force-vector-interleave=1 while a kernel compiles (0 = LLVM decides). Compiling a
     kernel compiles the kernels it calls inside it: the outermost one switches back."""
-    if _depth[0] == 0:
+    global _depth
+    if _depth == 0:
         announce_compile()
         llvm.set_option("", "-force-vector-interleave=1")
-    _depth[0] += 1
+    _depth += 1
     try:
         yield
     finally:
-        _depth[0] -= 1
-        if _depth[0] == 0:
+        _depth -= 1
+        if _depth == 0:
             llvm.set_option("", "-force-vector-interleave=0")
             _said["ended"] = time.monotonic()
 
 
-_depth = [0]        # compiles in progress, the outermost first
+_depth = 0          # compiles in progress, the outermost first
 _NoInterleaveCompiler = compiler_around(_no_interleave)
 
 

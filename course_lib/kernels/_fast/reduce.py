@@ -63,8 +63,6 @@ def _sum_squares(x):
     return s
 
 
-
-
 @kernel
 def _chunk_sums(x, partial, first, last):
     for i in range(first, last):
