@@ -6,7 +6,6 @@ gradients first, so a bad call changes nothing.
 import math
 
 import numpy as np
-from numba import prange
 
 from .kernels.machinery import (ADAM_GRAIN as GRAIN, ADAM_SMALL_MODEL as SMALL_MODEL, kernel, scale_in_place,
                                 split_work, sum_squares)
@@ -73,16 +72,10 @@ def adam_update_all(ps, gs, m, v, lr, beta1, beta2, eps, weight_decay, decoupled
         start = end
 
 
-@kernel
+@kernel(split=True)
 def _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, first, last):
     adam_update(p[first:last], g[first:last], m[first:last], v[first:last],
                 lr, beta1, beta2, eps, weight_decay, decoupled, step)
-
-
-@kernel(parallel=True)
-def _adam_ranges(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds):
-    for i in prange(bounds.size - 1):
-        _adam_range(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step, bounds[i], bounds[i + 1])
 
 
 ALIGN = 64          # ranges start at multiples of a vector's worth, the same on every thread count
@@ -228,7 +221,7 @@ class Adam(Optimizer):
             adam_update_all(ps, gs, self._m_flat, self._v_flat, *hyper)
         else:           # a parameter at a time, large ones on several threads
             for p, g, m, v in zip(ps, gs, ms, vs):
-                split_work(_adam_range, _adam_ranges, p.size, p, g, m, v, *hyper, work=p.size, grain=GRAIN,
+                split_work(_adam_range, p.size, p, g, m, v, *hyper, work=p.size, grain=GRAIN,
                            align=ALIGN)
 
 

@@ -99,20 +99,24 @@ def solutions(entries):
 
 
 def _helpers(sol):
-    """Solutions for the module's private compiled kernels that sol's Python function names."""
+    """Solutions for the module's private compiled kernels that sol's Python function names (and
+    the parallel loop of each that has one)."""
     fn = sol.target
     if not isinstance(fn, types.FunctionType):
         return []
     module = sys.modules[fn.__module__]
     path = fn.__module__.removeprefix("course_lib.")
     out = []
+    what = f"the loops of {sol.name}, " + (
+        "which computes what this exercise asks you to write, inside it" if getattr(sol, "equivalent", False)
+        else "the kernel this exercise asks you to write")
     for name in fn.__code__.co_names:
-        if name.startswith("_") and _is_dispatcher(getattr(module, name, None)):
-            helper = Solution(f"{path}.{name}", what=f"the loops of {sol.name}, " + (
-                "which computes what this exercise asks you to write, inside it" if getattr(sol, "equivalent", False)
-                else "the kernel this exercise asks you to write"))
-            helper.name = sol.name          # reported as the kernel it is part of
-            out.append(helper)
+        kernel = getattr(module, name, None)
+        if name.startswith("_") and _is_dispatcher(kernel):
+            paths = [f"{path}.{name}"] + ([f"{path}.{name}.ranges"] if hasattr(kernel, "ranges") else [])
+            for helper in (Solution(p, what=what) for p in paths):      # a kernel(split=True): its loop too
+                helper.name = sol.name          # reported as the kernel it is part of
+                out.append(helper)
     return out
 
 

@@ -250,7 +250,7 @@ def _adam_case(fn, p, g, m, v, t, lr, betas, eps):
     _adam_new_param(got[0], p, want_p, _adam_param_mistakes(p, g, m, v, t, lr, b1, b2, eps), t)
 
 
-@checker(library=["optim.adam_update", "optim.adam_update_all", "optim._adam_range", "optim._adam_ranges"])
+@checker(library=["optim.adam_update", "optim.adam_update_all", "optim._adam_range", "optim._adam_range.ranges"])
 def check_adam_step(fn):
     rng = case_rng(113)
     betas = (0.9, 0.999)

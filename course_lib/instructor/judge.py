@@ -72,9 +72,10 @@ def definition_paths(library) -> dict[str, object]:
         obj = sol.target
         obj = getattr(obj, "fget", obj)
         obj = getattr(obj, "py_func", obj)
+        obj = getattr(getattr(obj, "loop_of", None), "py_func", obj)      # a split kernel's loop: its rows
         module, qualname = getattr(obj, "__module__", ""), getattr(obj, "__qualname__", "")
         if module.startswith("course_lib.") and qualname:
-            paths[f"{module.removeprefix('course_lib.')}.{qualname}"] = sol
+            paths.setdefault(f"{module.removeprefix('course_lib.')}.{qualname}", sol)
     return paths
 
 

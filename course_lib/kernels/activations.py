@@ -3,7 +3,6 @@
 Shapes: h, y (N, F).
 """
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.exp import exp
@@ -38,7 +37,7 @@ def relu_backward(dy, h):
     return dh
 
 
-@kernel
+@kernel(split=True)
 def _gelu_forward_rows(h, y, first, last):
     f = h.dtype.type                    # constants in h's precision: the loop stays in float32
     minus_2a, minus_2ab, one = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0)
@@ -46,12 +45,6 @@ def _gelu_forward_rows(h, y, first, last):
         for j in range(h.shape[1]):
             x = h[i, j]
             y[i, j] = x / (one + exp(x * (minus_2a + minus_2ab * x * x)))   # exp = inf for very negative x: y = 0
-
-
-@kernel(parallel=True)
-def _gelu_forward_ranges(h, y, bounds):
-    for i in prange(bounds.size - 1):
-        _gelu_forward_rows(h, y, bounds[i], bounds[i + 1])
 
 
 def gelu_forward(h):
@@ -64,11 +57,11 @@ def gelu_forward(h):
     NumPy twin: numpy_ref.gelu_forward.
     """
     y = np.empty_like(h)
-    split_work(_gelu_forward_rows, _gelu_forward_ranges, h.shape[0], h, y, work=h.size, grain=GRAIN)
+    split_work(_gelu_forward_rows, h.shape[0], h, y, work=h.size, grain=GRAIN)
     return y
 
 
-@kernel
+@kernel(split=True)
 def _gelu_backward_rows(dy, h, y, dh, first, last):
     f = h.dtype.type
     minus_2a, minus_2ab, one, two = f(-2.0 * GELU_A), f(-2.0 * GELU_A * GELU_B), f(1.0), f(2.0)
@@ -86,12 +79,6 @@ def _gelu_backward_rows(dy, h, y, dh, first, last):
             dh[i, j] = dy[i, j] * (s + two * hs * (one - s) * du)
 
 
-@kernel(parallel=True)
-def _gelu_backward_ranges(dy, h, y, dh, bounds):
-    for i in prange(bounds.size - 1):
-        _gelu_backward_rows(dy, h, y, dh, bounds[i], bounds[i + 1])
-
-
 def gelu_backward(dy, h, y=None):
     """dh = dy * (s + 2 h s (1 - s) u'(h)),  s = sigma(2u) = 0.5 (1 + tanh(u)),  u' = sqrt(2/pi) (1 + 3 * 0.044715 h^2).
 
@@ -102,5 +89,5 @@ def gelu_backward(dy, h, y=None):
     NumPy twin: numpy_ref.gelu_backward.
     """
     dh = np.empty_like(dy)
-    split_work(_gelu_backward_rows, _gelu_backward_ranges, h.shape[0], dy, h, y, dh, work=h.size, grain=GRAIN)
+    split_work(_gelu_backward_rows, h.shape[0], dy, h, y, dh, work=h.size, grain=GRAIN)
     return dh

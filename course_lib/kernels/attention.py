@@ -21,7 +21,6 @@ some positions. Every key and value is still used.
 import math
 
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.blas import INLINE_PRODUCT, NUMPY_BLAS, matmul_into
@@ -110,7 +109,7 @@ def _transpose_into(x, x_t):
             x_t[d, s] = x[s, d]
 
 
-@kernel
+@kernel(split=True)
 def _heads_forward(qkv, n_heads, causal, out, att, first, last):
     """For the pairs p = b * H + h in first..last-1: S = Q_h K_h^T, A = softmax(S / sqrt(D)) into
     att[b, h], O_h = A V_h into out's column block; BLOCK query rows at a time."""
@@ -134,7 +133,7 @@ def _heads_forward(qkv, n_heads, causal, out, att, first, last):
             matmul_into(a[r0:r1, :n], v[:n], out[b, r0:r1, h * D:(h + 1) * D])
 
 
-@kernel
+@kernel(split=True)
 def _heads_backward(dout, qkv, att, causal, dqkv, first, last):
     """For the pairs p = b * H + h in first..last-1: dQ_h, dK_h, dV_h into dqkv's column blocks."""
     B, T, C3 = qkv.shape
@@ -165,12 +164,6 @@ def _heads_backward(dout, qkv, att, causal, dqkv, first, last):
             matmul_into(a[seen:, r0:r1].T, do[seen:], dv[r0:r1])  # dV = A^T dO
 
 
-@kernel(parallel=True)
-def _heads_forward_ranges(qkv, n_heads, causal, out, att, bounds):
-    for i in prange(bounds.size - 1):
-        _heads_forward(qkv, n_heads, causal, out, att, bounds[i], bounds[i + 1])
-
-
 def attention_forward(qkv, n_heads, causal):
     """qkv (B, T, 3C) -> out (B, T, C), att (B, H, T, T).
 
@@ -184,15 +177,9 @@ def attention_forward(qkv, n_heads, causal):
     out = np.empty((B, T, C3 // 3), dtype=qkv.dtype)
     att = np.empty((B, n_heads, T, T), dtype=qkv.dtype)
     with blas_inline():
-        split_work(_heads_forward, _heads_forward_ranges, B * n_heads, qkv, n_heads, bool(causal), out, att,
+        split_work(_heads_forward, B * n_heads, qkv, n_heads, bool(causal), out, att,
                    work=None if _products_inline(T, C3 // 3 // n_heads) else 0)
     return out, att
-
-
-@kernel(parallel=True)
-def _heads_backward_ranges(dout, qkv, att, causal, dqkv, bounds):
-    for i in prange(bounds.size - 1):
-        _heads_backward(dout, qkv, att, causal, dqkv, bounds[i], bounds[i + 1])
 
 
 def attention_backward(dout, qkv, att, causal=False):
@@ -216,7 +203,7 @@ def attention_backward(dout, qkv, att, causal=False):
     dqkv = np.empty_like(qkv)
     H = att.shape[1]
     with blas_inline():
-        split_work(_heads_backward, _heads_backward_ranges, B * H, dout, qkv, att, bool(causal), dqkv,
+        split_work(_heads_backward, B * H, dout, qkv, att, bool(causal), dqkv,
                    work=None if _products_inline(T, qkv.shape[2] // 3 // H) else 0)
     return dqkv
 

@@ -4,7 +4,6 @@ loss = mean over scored rows n of  logsumexp(z_n) - z_n[y_n].
 Shapes: logits z (N, V), targets y (N,).
 """
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.exp import exp
@@ -31,7 +30,7 @@ def scored_rows(targets, n_classes):
     return rows[:m], bad
 
 
-@kernel
+@kernel(split=True)
 def _forward_rows(logits, targets, probs, row_loss, first, last):
     """probs and each scored row's loss (0 at the others) for the rows first..last-1."""
     V = logits.shape[1]
@@ -51,12 +50,6 @@ def _forward_rows(logits, targets, probs, row_loss, first, last):
             probs[n, v] *= inv
         y = targets[n]
         row_loss[n] = m + np.log(s) - z[y] if y != IGNORE else 0.0
-
-
-@kernel(parallel=True)
-def _forward_ranges(logits, targets, probs, row_loss, bounds):
-    for i in prange(bounds.size - 1):
-        _forward_rows(logits, targets, probs, row_loss, bounds[i], bounds[i + 1])
 
 
 @kernel(in_order=True)      # the rows' losses added one after another, in order
@@ -84,11 +77,11 @@ def cross_entropy_forward(logits, targets):
         raise ValueError(f"cross_entropy_forward: {N} rows of logits but {targets.shape[0]} targets")
     probs = np.empty_like(logits)
     row_loss = np.empty(N)
-    split_work(_forward_rows, _forward_ranges, N, logits, targets, probs, row_loss, work=logits.size, grain=GRAIN)
+    split_work(_forward_rows, N, logits, targets, probs, row_loss, work=logits.size, grain=GRAIN)
     return _mean_in_order(row_loss, targets), probs
 
 
-@kernel
+@kernel(split=True)
 def _backward_rows(probs, targets, inv, dz, first, last):
     V = probs.shape[1]
     for n in range(first, last):
@@ -102,12 +95,6 @@ def _backward_rows(probs, targets, inv, dz, first, last):
                 dz[n, v] = 0.0
 
 
-@kernel(parallel=True)
-def _backward_ranges(probs, targets, inv, dz, bounds):
-    for i in prange(bounds.size - 1):
-        _backward_rows(probs, targets, inv, dz, bounds[i], bounds[i + 1])
-
-
 def cross_entropy_backward(probs, targets):
     """dz = (p - onehot(y)) / n_scored on scored rows, 0 on ignored rows. -> (N, V).
 
@@ -115,6 +102,6 @@ def cross_entropy_backward(probs, targets):
     """
     count = int(np.count_nonzero(targets != IGNORE))
     dz = np.empty_like(probs)
-    split_work(_backward_rows, _backward_ranges, probs.shape[0], probs, targets, 1.0 / max(count, 1), dz,
+    split_work(_backward_rows, probs.shape[0], probs, targets, 1.0 / max(count, 1), dz,
                work=probs.size, grain=GRAIN)
     return dz

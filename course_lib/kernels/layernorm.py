@@ -5,7 +5,6 @@ Large arrays run in ranges of rows on several threads, dgamma and dbeta in range
 columns (each column summed over the rows in order): the same bytes on any thread count.
 """
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.reduce import column_sums
@@ -13,7 +12,7 @@ from ._fast.threads import split_work
 from ._fast.tuning import LAYERNORM_GRAIN as GRAIN
 
 
-@kernel
+@kernel(split=True)
 def _forward_rows(x, gamma, beta, eps, y, xhat, rstd, first, last):
     """The rows first..last-1: sums in x's precision (two passes: mean, then the squares of x - mean)."""
     C = x.shape[1]
@@ -36,12 +35,6 @@ def _forward_rows(x, gamma, beta, eps, y, xhat, rstd, first, last):
             y[n, c] = gamma[c] * xh + beta[c]
 
 
-@kernel(parallel=True)
-def _forward_ranges(x, gamma, beta, eps, y, xhat, rstd, bounds):
-    for i in prange(bounds.size - 1):
-        _forward_rows(x, gamma, beta, eps, y, xhat, rstd, bounds[i], bounds[i + 1])
-
-
 def layernorm_forward(x, gamma, beta, eps):
     """x (N, C) -> y (N, C), xhat (N, C), rstd (N,)  with xhat = (x - mean) * rstd.
 
@@ -51,7 +44,7 @@ def layernorm_forward(x, gamma, beta, eps):
     if gamma.shape[0] != C or beta.shape[0] != C:
         raise ValueError("layernorm_forward: gamma and beta must have C entries, x (N, C)")
     y, xhat, rstd = np.empty_like(x), np.empty_like(x), np.empty(N, dtype=x.dtype)
-    split_work(_forward_rows, _forward_ranges, N, x, gamma, beta, float(eps), y, xhat, rstd, work=x.size, grain=GRAIN)
+    split_work(_forward_rows, N, x, gamma, beta, float(eps), y, xhat, rstd, work=x.size, grain=GRAIN)
     return y, xhat, rstd
 
 
@@ -68,10 +61,10 @@ def _backward_sums(dy, xhat, gamma, n):
     return sum_g, sum_gx
 
 
-@kernel(in_order=True)
+@kernel(in_order=True, split=True)
 def _backward_rows(dy, xhat, rstd, gamma, dx, first, last):
     """dx at the rows first..last-1. Compiled in order: with fused multiply-adds allowed, LLVM
-    fused dx's formula one way here and another inside _backward_ranges on ARM (other bytes on
+    fused dx's formula one way here and another inside its parallel loop on ARM (other bytes on
     two threads); the sums keep fastmath (_backward_sums)."""
     C = dy.shape[1]
     f = dy.dtype.type
@@ -81,12 +74,6 @@ def _backward_rows(dy, xhat, rstd, gamma, dx, first, last):
         scale = rstd[n] / C_float
         for c in range(C):
             dx[n, c] = scale * (C_float * dy[n, c] * gamma[c] - sum_g - xhat[n, c] * sum_gx)
-
-
-@kernel(parallel=True)
-def _backward_ranges(dy, xhat, rstd, gamma, dx, bounds):
-    for i in prange(bounds.size - 1):
-        _backward_rows(dy, xhat, rstd, gamma, dx, bounds[i], bounds[i + 1])
 
 
 def layernorm_backward(dy, xhat, rstd, gamma):
@@ -101,6 +88,6 @@ def layernorm_backward(dy, xhat, rstd, gamma):
     if xhat.shape != dy.shape or rstd.shape[0] != N or gamma.shape[0] != C:
         raise ValueError("layernorm_backward: dy and xhat must be (N, C), rstd (N,), gamma (C,)")
     dx = np.empty_like(dy)
-    split_work(_backward_rows, _backward_ranges, N, dy, xhat, rstd, gamma, dx, work=dy.size, grain=GRAIN)
+    split_work(_backward_rows, N, dy, xhat, rstd, gamma, dx, work=dy.size, grain=GRAIN)
     dbeta, dgamma = column_sums(dy, xhat)
     return dx, dgamma, dbeta

@@ -10,7 +10,6 @@ where two are allowed, each is worth a parallel loop's start (PAIR_GRAIN) and th
 (_pair_pays): the same calls, so the same bytes.
 """
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.blas import NUMPY_BLAS, check_same_dtype, matmul, matmul_into
@@ -20,17 +19,11 @@ from ._fast.threads import blas_inline, get_num_threads, split_work, threads_spi
 from ._fast.tuning import LINEAR_GRAIN as GRAIN, PAIR_GRAIN
 
 
-@kernel
+@kernel(split=True)
 def _add_bias_rows(y, b, first, last):
     for n in range(first, last):
         for o in range(y.shape[1]):
             y[n, o] += b[o]
-
-
-@kernel(parallel=True)
-def _add_bias_ranges(y, b, bounds):
-    for i in prange(bounds.size - 1):
-        _add_bias_rows(y, b, bounds[i], bounds[i + 1])
 
 
 def _one_call(x, w):
@@ -48,7 +41,7 @@ def _forward_whole(x, w, b):
     return y
 
 
-@kernel
+@kernel(split=True)
 def _backward_pieces(dy, x, w, has_bias, dx, dw, db, first, last):
     """Pieces first..last-1 of a small layer's backward: 0 is dx = dy @ W.T, 1 is dW = x.T @ dy
     and db."""
@@ -67,12 +60,6 @@ def _backward_whole(dy, x, w, has_bias):
     if has_bias:
         sum_columns(dy, None, db, None, 0, dy.shape[1])
     return matmul(dy, w.T), matmul(x.T, dy), db     # the calls of _backward_pieces, into new arrays
-
-
-@kernel(parallel=True)
-def _backward_pieces_ranges(dy, x, w, has_bias, dx, dw, db, bounds):
-    for i in prange(bounds.size - 1):
-        _backward_pieces(dy, x, w, has_bias, dx, dw, db, bounds[i], bounds[i + 1])
 
 
 def _pair_pays():
@@ -95,7 +82,7 @@ def linear_forward(x, w, b):
             return _forward_whole(x, w, b)
     y = product(x, w)
     if b is not None:
-        split_work(_add_bias_rows, _add_bias_ranges, y.shape[0], y, b, work=y.size, grain=GRAIN)
+        split_work(_add_bias_rows, y.shape[0], y, b, work=y.size, grain=GRAIN)
     return y
 
 
@@ -112,7 +99,7 @@ def linear_backward(dy, x, w, has_bias):
                 return _backward_whole(dy, x, w, has_bias)      # one thread: no Python between
             dx, dw = np.empty(x.shape, dtype=dy.dtype), np.empty(w.shape, dtype=dy.dtype)
             db = np.zeros(dy.shape[1], dtype=dy.dtype)
-            split_work(_backward_pieces, _backward_pieces_ranges, 2, dy, x, w, has_bias, dx, dw, db,
+            split_work(_backward_pieces, 2, dy, x, w, has_bias, dx, dw, db,
                        work=2 * dy.size * x.shape[1], grain=PAIR_GRAIN)
         return dx, dw, db
     dx, dw = product_pair(dy, w.T, x.T, dy)

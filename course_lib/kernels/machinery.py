@@ -1,7 +1,7 @@
 """What the rest of course_lib uses of the speed machinery (_fast/): the modules outside kernels/
 import it from here, never from _fast, so that _fast can change inside without them.
 
-    kernel, split_work             a Numba kernel and its parallel loop over rows (optim's updates),
+    kernel, split_work             a Numba kernel, and its rows run on threads (optim's updates),
     ADAM_GRAIN, ADAM_SMALL_MODEL   with their tuning (_fast/tuning.py)
     scale_in_place, sum_squares    optim's clipping: the same bytes on any thread count
     column_block, join_columns     block.py's W_qkv columns, split and joined on the kernels' threads

@@ -1,23 +1,16 @@
 """Residual connection y = x + f(x): the gradient reaches x along both paths."""
 import numpy as np
-from numba import prange
 
 from ._fast.jit import kernel
 from ._fast.threads import split_work
 from ._fast.tuning import RESIDUAL_GRAIN as GRAIN
 
 
-@kernel
+@kernel(split=True)
 def _forward_rows(x, fx, y, first, last):
     for i in range(first, last):
         for j in range(x.shape[1]):
             y[i, j] = x[i, j] + fx[i, j]
-
-
-@kernel(parallel=True)
-def _forward_ranges(x, fx, y, bounds):
-    for i in prange(bounds.size - 1):
-        _forward_rows(x, fx, y, bounds[i], bounds[i + 1])
 
 
 def residual_forward(x, fx):
@@ -28,7 +21,7 @@ def residual_forward(x, fx):
     if x.shape != fx.shape:
         raise ValueError(f"residual_forward: x is {x.shape} but f(x) is {fx.shape}")
     y = np.empty_like(x)
-    split_work(_forward_rows, _forward_ranges, x.shape[0], x, fx, y, work=x.size, grain=GRAIN)
+    split_work(_forward_rows, x.shape[0], x, fx, y, work=x.size, grain=GRAIN)
     return y
 
 

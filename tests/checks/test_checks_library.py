@@ -308,6 +308,12 @@ def _rows_py_func(dy, xhat, rstd, gamma):
     return _rows_loop(dy, xhat, rstd, gamma, layernorm_module._backward_rows.py_func)
 
 
+def _parallel_loop(dy, xhat, rstd, gamma):
+    dx = np.empty_like(dy)
+    layernorm_module._backward_rows.ranges(dy, xhat, rstd, gamma, dx, np.array([0, dy.shape[0]]))
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
 def _calls_then_raises(dy, xhat, rstd, gamma):
     cl.kernels.layernorm_backward(dy, xhat, rstd, gamma)
     raise ValueError("something of the learner's own, after the call")
@@ -324,12 +330,13 @@ def _calls_then_raises(dy, xhat, rstd, gamma):
     (functools.partial(cl.kernels.layernorm_backward), "kernels.layernorm_backward"),
     (_rows_loop, "kernels.layernorm_backward"),                             # the kernel's own loops
     (_rows_py_func, "kernels.layernorm_backward"),                          # as Numba's Python function
+    (_parallel_loop, "kernels.layernorm_backward"),                         # the loops' parallel loop
     (cl.kernels.numpy_ref.layernorm_backward, "kernels.numpy_ref.layernorm_backward"),
     (_numpy_backend, "kernels.numpy_ref.layernorm_backward"),
     (_catches_everything, "kernels.layernorm_backward"),
     (_calls_then_raises, "kernels.layernorm_backward"),
 ], ids=["kernel", "imported", "global", "helper", "closure", "default", "dict", "partial",
-        "kernel's loops", "py_func", "twin", "numpy backend", "broad except", "raises after"])
+        "kernel's loops", "py_func", "parallel loop", "twin", "numpy backend", "broad except", "raises after"])
 def test_every_way_to_reach_the_kernel_is_noticed(fn, name, capsys):
     result = expect_reject(checks.check_layernorm_backward, fn, capsys=capsys, notebook=5)
     assert result.library == "course_lib." + name

@@ -1,4 +1,5 @@
 """course_lib.kernels._fast.threads: how many threads the kernels use, and split_work's ranges."""
+import inspect
 import os
 import subprocess
 import sys
@@ -7,12 +8,13 @@ import numba
 import numpy as np
 import pytest
 
-from course_lib.kernels._fast import threads
+from course_lib.kernels._fast import jit, threads
 from support import time_limit
 
 
 def recorder():
-    """(calls, rows, ranges): fakes of a kernel's two functions that record how they were called."""
+    """(calls, rows): a fake of a kernel(split=True), rows and its rows.ranges, that records how
+    they were called."""
     calls = []
 
     def rows(tag, first, last):
@@ -20,62 +22,57 @@ def recorder():
 
     def ranges(tag, bounds):
         calls.append(("ranges", bounds.tolist(), tag))
-    return calls, rows, ranges
+    rows.ranges = ranges
+    return calls, rows
 
 
 @pytest.mark.parametrize("n_threads, bounds", [(2, [0, 3, 7]), (3, [0, 2, 4, 7]), (8, list(range(8)))])
 def test_the_pieces_in_as_many_ranges_as_threads_allowed(n_threads, bounds):
-    calls, rows, ranges = recorder()
+    calls, rows = recorder()
     with threads.blas_threads(n_threads):
-        threads.split_work(rows, ranges, 7, "x")
+        threads.split_work(rows, 7, "x")
     assert calls == [("ranges", bounds, "x")]
 
 
 @pytest.mark.parametrize("n", [0, 1, 5])
 def test_one_thread_when_one_is_allowed_or_there_is_one_piece(n):
-    calls, rows, ranges = recorder()
+    calls, rows = recorder()
     with threads.blas_threads(1):
-        threads.split_work(rows, ranges, n, "x")
+        threads.split_work(rows, n, "x")
     assert calls == [("rows", 0, n, "x")]
 
 
 @pytest.mark.parametrize("work, grain, bounds", [(0, 1, None), (5, 3, None), (6, 3, [0, 4, 8]),
                                                  (100, 1, [0, 2, 4, 6, 8])])
 def test_the_work_caps_the_threads(work, grain, bounds):
-    calls, rows, ranges = recorder()
+    calls, rows = recorder()
     with threads.blas_threads(4):
-        threads.split_work(rows, ranges, 8, "x", work=work, grain=grain)
+        threads.split_work(rows, 8, "x", work=work, grain=grain)
     assert calls == ([("rows", 0, 8, "x")] if bounds is None else [("ranges", bounds, "x")])
 
 
 def test_inner_boundaries_are_multiples_of_align():
-    calls, rows, ranges = recorder()
+    calls, rows = recorder()
     with threads.blas_threads(3):
-        threads.split_work(rows, ranges, 100, "x", align=16)
-        threads.split_work(rows, ranges, 20, "x", align=16)      # one whole multiple: one range
+        threads.split_work(rows, 100, "x", align=16)
+        threads.split_work(rows, 20, "x", align=16)      # one whole multiple: one range
     assert calls == [("ranges", [0, 32, 64, 100], "x"), ("rows", 0, 20, "x")]
 
 
 def test_a_second_caller_meanwhile_and_a_forked_child_work_alone(monkeypatch):
-    calls, rows, ranges = recorder()
+    calls, rows = recorder()
     with threads.blas_threads(2):
         with threads._pool_lock:                 # another thread's parallel loop is running
-            threads.split_work(rows, ranges, 4, "second")
+            threads.split_work(rows, 4, "second")
         monkeypatch.setattr(threads, "_parent", -1)
-        threads.split_work(rows, ranges, 4, "child")
+        threads.split_work(rows, 4, "child")
     assert calls == [("rows", 0, 4, "second"), ("rows", 0, 4, "child")]
 
 
-@numba.njit
+@jit.kernel(split=True)
 def _thread_of_each_piece(ids, first, last):
     for i in range(first, last):
         ids[i] = numba.get_thread_id()
-
-
-@numba.njit(parallel=True)
-def _thread_of_each_range(ids, bounds):
-    for r in numba.prange(bounds.size - 1):
-        _thread_of_each_piece(ids, bounds[r], bounds[r + 1])
 
 
 def test_the_ranges_run_on_numbas_threads():
@@ -83,8 +80,43 @@ def test_the_ranges_run_on_numbas_threads():
         pytest.skip("Numba has one thread here")
     ids = np.full(6, -1)
     with threads.blas_threads(2):
-        threads.split_work(_thread_of_each_piece, _thread_of_each_range, 6, ids)
+        threads.split_work(_thread_of_each_piece, 6, ids)
         assert sorted(set(ids.tolist())) == [0, 1] and ids[0] == ids[2] and ids[3] == ids[5]
+
+
+def test_a_split_kernels_loop_takes_its_rows_arguments_and_bounds():
+    from course_lib.kernels import layernorm
+    loop = layernorm._backward_rows.ranges
+    assert list(inspect.signature(loop.py_func).parameters) == ["dy", "xhat", "rstd", "gamma", "dx", "bounds"]
+    assert loop.py_func.__code__.co_filename == layernorm._backward_rows.py_func.__code__.co_filename
+    assert loop.targetoptions["parallel"] and not layernorm._backward_rows.targetoptions.get("parallel")
+
+
+def test_a_split_kernel_whose_parameter_the_loop_would_shadow_is_refused():
+    def rows(x, bounds, first, last):
+        pass
+    with pytest.raises(ValueError, match="parameters"):
+        jit.kernel(rows, split=True)
+
+
+def test_a_split_kernels_loop_is_loaded_from_numbas_cache_in_the_next_process(tmp_path):
+    """The loop is written at run time, yet cached on disk like a kernel written in the file: the
+    second process loads it and compiles nothing."""
+    code = ("import numpy as np\n"
+            "from course_lib.kernels import activations\n"
+            "from course_lib.kernels._fast import threads\n"
+            "with threads.blas_threads(2):\n"
+            "    activations.gelu_forward(np.ones((256, 4096)))\n"
+            "stats = activations._gelu_forward_rows.ranges.stats\n"
+            "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
+    seen = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=time_limit(300))
+        assert run.returncode == 0, run.stderr[-2000:]
+        seen.append(run.stdout.split())
+    assert seen == [["0", "1"], ["1", "0"]]
 
 
 @pytest.mark.parametrize("name", threads.LIMIT_VARIABLES)

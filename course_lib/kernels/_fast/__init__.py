@@ -1,7 +1,8 @@
 """The speed machinery under the layers. Nothing here is transformer maths.
 
     jit.py      `@kernel`: Numba's njit with the compile flags every kernel uses
-                (fastmath without losing NaN, LLVM loop interleaving off)
+                (fastmath without losing NaN, LLVM loop interleaving off); `@kernel(split=True)`
+                also writes a kernel's parallel loop over ranges of its rows
     blas.py     matmul / matmul_into: matrix products inside kernels through NumPy's own
                 OpenBLAS (found by threadpoolctl, CBLAS called directly), so that one BLAS thread
                 pool serves everything; Numba's a @ b where NumPy has another BLAS

@@ -5,14 +5,13 @@ one (C, C) block each: at GPT-2 small's size each join or split copies 7 MB, whi
 takes milliseconds over.
 """
 import numpy as np
-from numba import prange
 
 from .jit import kernel
 from .threads import split_work
 from .tuning import COPY_GRAIN as GRAIN
 
 
-@kernel
+@kernel(split=True)
 def _join_rows(a, b, c, out, first, last):
     C = a.shape[1]
     for i in range(first, last):
@@ -22,51 +21,33 @@ def _join_rows(a, b, c, out, first, last):
             out[i, 2 * C + j] = c[i, j]
 
 
-@kernel(parallel=True)
-def _join_ranges(a, b, c, out, bounds):
-    for i in prange(bounds.size - 1):
-        _join_rows(a, b, c, out, bounds[i], bounds[i + 1])
-
-
 def join_columns(a, b, c):
     """a, b, c (I, C) -> [a b c] (I, 3C), in a's dtype."""
     if not a.shape == b.shape == c.shape or a.ndim != 2:
         raise ValueError(f"join_columns: a, b and c must be (I, C) alike, got {a.shape}, {b.shape}, {c.shape}")
     out = np.empty((a.shape[0], 3 * a.shape[1]), dtype=a.dtype)
-    split_work(_join_rows, _join_ranges, a.shape[0], a, b, c, out, work=out.size, grain=GRAIN)
+    split_work(_join_rows, a.shape[0], a, b, c, out, work=out.size, grain=GRAIN)
     return out
 
 
-@kernel
+@kernel(split=True)
 def _block_rows(x, start, out, first, last):
     for i in range(first, last):
         for j in range(out.shape[1]):
             out[i, j] = x[i, start + j]
 
 
-@kernel(parallel=True)
-def _block_ranges(x, start, out, bounds):
-    for i in prange(bounds.size - 1):
-        _block_rows(x, start, out, bounds[i], bounds[i + 1])
-
-
 def column_block(x, start, stop):
     """x[:, start:stop] as a C-contiguous copy."""
     out = np.empty((x.shape[0], stop - start), dtype=x.dtype)
-    split_work(_block_rows, _block_ranges, x.shape[0], x, start, out, work=out.size, grain=GRAIN)
+    split_work(_block_rows, x.shape[0], x, start, out, work=out.size, grain=GRAIN)
     return out
 
 
-@kernel
+@kernel(split=True)
 def _scale_range(x, factor, first, last):
     for i in range(first, last):
         x[i] *= factor
-
-
-@kernel(parallel=True)
-def _scale_ranges(x, factor, bounds):
-    for i in prange(bounds.size - 1):
-        _scale_range(x, factor, bounds[i], bounds[i + 1])
 
 
 def scale_in_place(x, factor):
@@ -74,4 +55,4 @@ def scale_in_place(x, factor):
     if not x.flags.c_contiguous:
         x *= factor
         return
-    split_work(_scale_range, _scale_ranges, x.size, x.reshape(-1), factor, work=x.size, grain=GRAIN)
+    split_work(_scale_range, x.size, x.reshape(-1), factor, work=x.size, grain=GRAIN)

@@ -20,7 +20,7 @@ import time
 
 import llvmlite.binding as llvm
 from numba import config as numba_config
-from numba import njit
+from numba import njit, prange
 
 from .private import compiler_around
 
@@ -80,16 +80,44 @@ _depth = 0          # compiles in progress, the outermost first
 _NoInterleaveCompiler = compiler_around(_no_interleave)
 
 
-def kernel(fn=None, *, in_order=False, parallel=False):
+def kernel(fn=None, *, in_order=False, parallel=False, split=False):
     """`@kernel` = `@njit(cache=True, fastmath=FASTMATH, error_model="numpy")`, compiled without interleaving.
 
     `@kernel(in_order=True)` compiles without fastmath: its sums add in the order written.
-    `@kernel(parallel=True)`: a kernel whose `prange` loop runs on Numba's threads (threads.split_work
-    calls it), releasing the GIL while it runs."""
+    `@kernel(parallel=True)`: a kernel whose `prange` loop runs on Numba's threads, releasing the GIL.
+    `@kernel(split=True)`: a kernel rows(*args, first, last) over the pieces first..last-1 (rows,
+    (batch row, head) pairs, tiles), which threads.split_work runs on ranges of its pieces; it
+    gets its parallel loop as rows.ranges (over_ranges)."""
     if fn is None:
-        return lambda f: kernel(f, in_order=in_order, parallel=parallel)
-    return njit(cache=CACHE, nogil=parallel, parallel=parallel, error_model="numpy",
-                fastmath=False if in_order else FASTMATH, pipeline_class=_NoInterleaveCompiler)(fn)
+        return lambda f: kernel(f, in_order=in_order, parallel=parallel, split=split)
+    compiled = njit(cache=CACHE, nogil=parallel, parallel=parallel, error_model="numpy",
+                    fastmath=False if in_order else FASTMATH, pipeline_class=_NoInterleaveCompiler)(fn)
+    if split:
+        compiled.ranges = over_ranges(compiled)
+    return compiled
+
+
+def over_ranges(rows):
+    """The parallel kernel ranges(*args, bounds): rows(*args, bounds[i], bounds[i + 1]) for every
+    range i, on Numba's threads. Its source is written from rows's parameters and compiled as if it
+    stood at rows's line of rows's file, so that Numba caches it beside rows: a closure over rows, or
+    rows passed in as an argument, would be compiled again in every process."""
+    py = rows.py_func
+    code = py.__code__
+    params = code.co_varnames[:code.co_argcount - 2]                # all but first, last
+    if {py.__name__, "prange", "bounds", "i"} & set(params):
+        raise ValueError(f"{py.__name__}'s parameters may not be named like its loop's names")
+    args, name = ", ".join(params), f"{py.__name__}_ranges"
+    source = "\n" * (code.co_firstlineno - 1) + (              # the loop as it would be written
+        f"def {name}({args}, bounds):\n"
+        f"    for i in prange(bounds.size - 1):\n"
+        f"        {py.__name__}({args}, bounds[i], bounds[i + 1])\n")
+    namespace = {"prange": prange, py.__name__: rows, "__name__": py.__module__}
+    exec(compile(source, code.co_filename, "exec"), namespace)
+    ranges = namespace[name]
+    ranges.__qualname__ = f"{py.__qualname__}.ranges"
+    ranges.loop_of = rows            # its only definition is rows's (instructor/judge.definition_paths)
+    return kernel(ranges, parallel=True)
 
 
 def prefer_spinning_threads():

@@ -29,7 +29,6 @@ import functools
 import os
 
 import numpy as np
-from numba import prange
 
 from .blas import INLINE_PRODUCT, NUMPY_BLAS, matmul, matmul_into, check_same_dtype
 from .jit import kernel
@@ -69,7 +68,7 @@ def tile_shape(M, N, K, max_tiles=MAX_TILES):
     return rows, cols
 
 
-@kernel
+@kernel(split=True)
 def _tiles(a, b, out, rows, cols, first, last):
     """out's tiles first..last-1 (row-major over the grid) = a's rows @ b's columns."""
     M, N = out.shape
@@ -78,12 +77,6 @@ def _tiles(a, b, out, rows, cols, first, last):
         r0, c0 = t // per_row * rows, t % per_row * cols
         r1, c1 = min(M, r0 + rows), min(N, c0 + cols)
         matmul_into(a[r0:r1], b[:, c0:c1], out[r0:r1, c0:c1])
-
-
-@kernel(parallel=True)
-def _tiles_ranges(a, b, out, rows, cols, bounds):
-    for i in prange(bounds.size - 1):
-        _tiles(a, b, out, rows, cols, bounds[i], bounds[i + 1])
 
 
 def _checked_shape(a, b):
@@ -109,23 +102,17 @@ def product(a, b):
             return matmul(a, b)
         rows, cols = tile_shape(M, N, K)
         out = np.empty((M, N), dtype=a.dtype)
-        split_work(_tiles, _tiles_ranges, _count(M, N, rows, cols), a, b, out, rows, cols)
+        split_work(_tiles, _count(M, N, rows, cols), a, b, out, rows, cols)
     return out
 
 
-@kernel
+@kernel(split=True)
 def _pair_tiles(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, first, last):
     """Tiles first..last-1 of the list: out's n tiles (a @ b), then out2's (c @ d)."""
     if first < n:
         _tiles(a, b, out, rows, cols, first, min(last, n))
     if last > n:
         _tiles(c, d, out2, rows2, cols2, max(first, n) - n, last - n)
-
-
-@kernel(parallel=True)
-def _pair_tiles_ranges(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, bounds):
-    for i in prange(bounds.size - 1):
-        _pair_tiles(a, b, out, rows, cols, n, c, d, out2, rows2, cols2, bounds[i], bounds[i + 1])
 
 
 def product_pair(a, b, c, d):
@@ -144,6 +131,6 @@ def product_pair(a, b, c, d):
     out, out2 = np.empty((M, N), dtype=a.dtype), np.empty((M2, N2), dtype=c.dtype)
     n = _count(M, N, rows, cols)
     with blas_inline():
-        split_work(_pair_tiles, _pair_tiles_ranges, n + _count(M2, N2, rows2, cols2),
+        split_work(_pair_tiles, n + _count(M2, N2, rows2, cols2),
                    a, b, out, rows, cols, n, c, d, out2, rows2, cols2)
     return out, out2

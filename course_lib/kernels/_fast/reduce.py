@@ -11,7 +11,6 @@ sum_columns: the same for a range of columns, on the calling thread (inside anot
 sum_squares: of a flat array, in chunks of fixed size added in order.
 """
 import numpy as np
-from numba import prange
 
 from .jit import kernel
 from .threads import split_work
@@ -20,7 +19,7 @@ from .tuning import REDUCE_GRAIN as GRAIN, SQUARES_CHUNK as CHUNK
 ALIGN = 16          # columns per range a multiple of a cache line of float32: no line shared
 
 
-@kernel
+@kernel(split=True)
 def sum_columns(a, b, sum_a, sum_ab, first, last):
     """The columns first..last-1, summed into arrays of this call's own: the loop then
     vectorises (LLVM cannot tell that sum_a does not overlap a)."""
@@ -39,18 +38,12 @@ def sum_columns(a, b, sum_a, sum_ab, first, last):
         sum_ab[first:last] = acc_ab
 
 
-@kernel(parallel=True)
-def _sum_columns_ranges(a, b, sum_a, sum_ab, bounds):
-    for i in prange(bounds.size - 1):
-        sum_columns(a, b, sum_a, sum_ab, bounds[i], bounds[i + 1])
-
-
 def column_sums(a, b=None):
     """a (N, C) [, b (N, C)] -> sum over rows of a (C,), and of a * b (C,) (None without b)."""
     C = a.shape[1]
     sum_a = np.zeros(C, dtype=a.dtype)
     sum_ab = None if b is None else np.zeros(C, dtype=a.dtype)
-    split_work(sum_columns, _sum_columns_ranges, C, a, b, sum_a, sum_ab, work=a.size, grain=GRAIN, align=ALIGN)
+    split_work(sum_columns, C, a, b, sum_a, sum_ab, work=a.size, grain=GRAIN, align=ALIGN)
     return sum_a, sum_ab
 
 
@@ -63,16 +56,10 @@ def _sum_squares(x):
     return s
 
 
-@kernel
+@kernel(split=True)
 def _chunk_sums(x, partial, first, last):
     for i in range(first, last):
         partial[i] = _sum_squares(x[i * CHUNK:min((i + 1) * CHUNK, x.size)])
-
-
-@kernel(parallel=True)
-def _chunk_sums_ranges(x, partial, bounds):
-    for i in prange(bounds.size - 1):
-        _chunk_sums(x, partial, bounds[i], bounds[i + 1])
 
 
 def sum_squares(x):
@@ -82,5 +69,5 @@ def sum_squares(x):
     if n <= 1:
         return _sum_squares(x)
     partial = np.empty(n)
-    split_work(_chunk_sums, _chunk_sums_ranges, n, x, partial)
+    split_work(_chunk_sums, n, x, partial)
     return sum(partial.tolist())

@@ -214,14 +214,14 @@ def threads_spin():
     return threading_layer() in ("omp", "tbb")
 
 
-def split_work(rows, ranges, n, *args, work=None, grain=1, align=1):
+def split_work(rows, n, *args, work=None, grain=1, align=1):
     """rows(*args, first, last) over ranges that together cover the pieces 0..n-1: all here, or
-    ranges(*args, bounds) with bounds (k + 1,) when k >= 2 threads are allowed (get_num_threads())
+    rows.ranges(*args, bounds) with bounds (k + 1,) when k >= 2 threads are allowed (get_num_threads())
     and worth it: work / grain (work: how much there is, in the caller's unit; grain: how much
     makes a thread worth its start) caps k; work=None: as many as allowed. Inner boundaries are
-    multiples of align. `ranges` is the kernel's Numba `prange` over the ranges
-    (jit.kernel(parallel=True)), each piece's results written where no other piece writes them.
-    Neither may raise: an exception inside a parallel loop does not come back (check first)."""
+    multiples of align. rows is a jit.kernel(split=True), each piece's results written where no
+    other piece writes them. It may not raise: an exception inside a parallel loop does not come
+    back (check first)."""
     k = n if work is None else min(n, work // grain)
     if k >= 2:
         k = min(k, get_num_threads())
@@ -235,6 +235,6 @@ def split_work(rows, ranges, n, *args, work=None, grain=1, align=1):
     if observer is not None:
         observer(k)
     try:
-        ranges(*args, _bounds(n, k, align))
+        rows.ranges(*args, _bounds(n, k, align))
     finally:
         _pool_lock.release()
