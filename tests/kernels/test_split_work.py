@@ -92,10 +92,23 @@ def test_a_split_kernels_loop_takes_its_rows_arguments_and_bounds():
     assert loop.targetoptions["parallel"] and not layernorm._backward_rows.targetoptions.get("parallel")
 
 
-def test_a_split_kernel_whose_parameter_the_loop_would_shadow_is_refused():
-    def rows(x, bounds, first, last):
-        pass
-    with pytest.raises(ValueError, match="parameters"):
+def _shadows(x, bounds, first, last):
+    pass
+
+
+def _no_range(first):
+    pass
+
+
+def _star_args(*args):
+    pass
+
+
+@pytest.mark.parametrize("rows, says", [(_shadows, "named like its loop's names: bounds"),
+                                        (_no_range, "ending in first, last"),
+                                        (_star_args, "ending in first, last")])
+def test_a_split_kernel_its_loop_cannot_be_written_for_is_refused_in_one_line(rows, says):
+    with pytest.raises(ValueError, match=says):
         jit.kernel(rows, split=True)
 
 

@@ -14,6 +14,7 @@ switch is LLVM's own option, set only while a kernel compiles, so other Numba co
 in the process is compiled as usual.
 """
 import contextlib
+import inspect
 import os
 import sys
 import time
@@ -104,9 +105,13 @@ def over_ranges(rows):
     rows passed in as an argument, would be compiled again in every process."""
     py = rows.py_func
     code = py.__code__
+    if code.co_argcount < 2 or code.co_kwonlyargcount or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        raise ValueError(f"kernel(split=True): {py.__name__} must take plain parameters ending in first, last")
     params = code.co_varnames[:code.co_argcount - 2]                # all but first, last
-    if {py.__name__, "prange", "bounds", "i"} & set(params):
-        raise ValueError(f"{py.__name__}'s parameters may not be named like its loop's names")
+    shadowed = sorted({py.__name__, "prange", "bounds", "i"} & set(params))
+    if shadowed:
+        raise ValueError(f"kernel(split=True): {py.__name__}'s parameters may not be named like its loop's "
+                         f"names: {', '.join(shadowed)}")
     args, name = ", ".join(params), f"{py.__name__}_ranges"
     source = "\n" * (code.co_firstlineno - 1) + (              # the loop as it would be written
         f"def {name}({args}, bounds):\n"
