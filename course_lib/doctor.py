@@ -238,14 +238,14 @@ def check_model() -> list[Check]:
     import numpy as np
 
     import course_lib as cl
-    from course_lib.kernels.machinery import blas_threads, blas_threads_for
+    from course_lib.kernels.machinery import set_num_threads, threads_for_model
 
     model = cl.Transformer(cl.presets.deep_dive(), seed=0)
     tokens, targets = cl.task.splits(0)["train"]
     tokens, targets = tokens[:32], targets[:32]
     opt = cl.optim.Adam(model.params, lr=1e-3)
     times = []
-    with blas_threads(blas_threads_for(model.config, tokens.size)):
+    with set_num_threads(threads_for_model(model.config, tokens.size)):
         for _ in range(6):  # the first step compiles (or loads the cache): not timed
             start = time.perf_counter()
             loss = model.loss(tokens, targets)

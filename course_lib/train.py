@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from . import io, optim, task
 from .config import check_integer
 from .kernels import numpy_ref
-from .kernels.machinery import blas_threads, blas_threads_for
+from .kernels.machinery import set_num_threads, threads_for_model
 
 
 class TrainingDiverged(FloatingPointError):
@@ -272,7 +272,7 @@ def fit(model, optimizer, train, val, *, epochs=10, batch_size=32, seed=0, sched
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=epochs * math.ceil(n / batch_size), disable=not progress,
                                        unit="step", leave=False))
-        stack.enter_context(blas_threads(blas_threads_for(model.config, batch_size * train[0].shape[1])))
+        stack.enter_context(set_num_threads(threads_for_model(model.config, batch_size * train[0].shape[1])))
         ctrl_c = stack.enter_context(StopOnCtrlC())
         try:
             for epoch in range(epochs):

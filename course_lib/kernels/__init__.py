@@ -18,7 +18,7 @@ proves the two paths agree. numpy_ref imports without Numba.
 The speed machinery the kernels stand on (compile flags, BLAS calls, a vectorised exp, the
 threads the kernels run on and how many, BLAS's spin, memory kept between steps) is in _fast/,
 below the layers (what the rest of course_lib uses of it: machinery.py). set_num_threads(n)
-limits the kernels' threads and BLAS's together.
+limits the kernels' threads and BLAS's together, from then on or inside a `with` block.
 """
 from ._fast.process import settle as _settle
 from ._fast.threads import get_num_threads, set_num_threads

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..kernels.machinery import blas_threads
+from ..kernels.machinery import set_num_threads
 
 
 def _check_sampling(temperature, top_k, vocab_size):
@@ -54,7 +54,7 @@ def generate(model, vocab, prompt, n_chars, temperature=1.0, top_k=None, seed=0)
     _check_sampling(temperature, top_k, len(vocab))
     ids = list(vocab.encode(prompt, what="the prompt"))
     rng, T = np.random.default_rng(seed), model.config.seq_len
-    with blas_threads(1):       # one row of T tokens: a second thread only spins (5 ms a step, not 26-49)
+    with set_num_threads(1):    # one row of T tokens: a second thread only spins (5 ms a step, not 26-49)
         for _ in range(n_chars):
             logits = model.forward(np.array(ids[-T:])[None])[0, -1]
             ids.append(sample(logits, temperature, top_k, rng))

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from .. import io, train
 from ..config import presets
-from ..kernels.machinery import blas_threads, blas_threads_for
+from ..kernels.machinery import set_num_threads, threads_for_model
 from .data import random_windows, validation_loss
 
 # The command's model: measured to reach 0.6 nats/char below the bigram baseline within 5 minutes on
@@ -33,11 +33,11 @@ def text_config(vocab_size, **sizes):
 
 
 def threads_for(config, rows):
-    """BLAS threads for training: as fit chooses (blas_threads_for), but 1 when the machine is already busy.
+    """BLAS threads for training: as fit chooses (threads_for_model), but 1 when the machine is already busy.
     OpenBLAS threads spin between calls; with another process on the second core, a step of the default
     model took 1.0-1.9 s on two threads against 0.29 s on one (2 cores, load 6)."""
     busy = hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 1) - 1
-    return 1 if busy else blas_threads_for(config, rows)
+    return 1 if busy else threads_for_model(config, rows)
 
 
 def learning_rate(lr, step, done, warmup=WARMUP, min_lr=MIN_LR):
@@ -94,7 +94,7 @@ def fit_text(model, optimizer, train_ids, val_windows, *, seconds, batch_size=BA
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=round(seconds), disable=not progress, unit="s", leave=False,
                                        bar_format="{l_bar}{bar}| {n:.0f}/{total} s {postfix}"))
-        stack.enter_context(blas_threads(threads_for(model.config, batch_size * T) if threads is None else threads))
+        stack.enter_context(set_num_threads(threads_for(model.config, batch_size * T) if threads is None else threads))
         ctrl_c = stack.enter_context(train.StopOnCtrlC())
         while (elapsed := time.perf_counter() - t0) < seconds and not ctrl_c.requested:
             optimizer.lr = learning_rate(lr, step, elapsed / seconds, warmup)

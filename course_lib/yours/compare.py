@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 from .. import optim, task, train
 from ..config import presets
-from ..kernels.machinery import blas_threads, blas_threads_for
+from ..kernels.machinery import set_num_threads, threads_for_model
 from ..model import Transformer
 from .backend import model_backward
 
@@ -98,7 +98,7 @@ def train_course_model(loop, backend, epochs=20, batch_size=32, lr=1e-3, warmup=
     model = Transformer(presets.deep_dive(), seed=seed, backend=backend)
     t0 = time.perf_counter()
     # the BLAS threads fit uses for this size (one: a second thread only waits on products this small)
-    with blas_threads(blas_threads_for(model.config, batch_size * data["train"][0].shape[1])), \
+    with set_num_threads(threads_for_model(model.config, batch_size * data["train"][0].shape[1])), \
             tqdm(total=steps, disable=not progress, unit="step", leave=False, desc="your loop") as bar:
         def backward(m):    # one call per step: the learner's loop moves the bar
             bar.update(1)

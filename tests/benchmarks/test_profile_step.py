@@ -36,7 +36,7 @@ def test_each_kernel_says_how_many_threads_it_ran_on(n, monkeypatch):
     from course_lib.kernels._fast import reduce, threads
     for module in (layernorm, linear, residual, reduce, optim):
         monkeypatch.setattr(module, "GRAIN", 1)
-    with threads.blas_threads(n):
+    with threads.set_num_threads(n):
         used = profile_step.profile_course_lib("tiny", steps=1)[2]["threads"]
     for name in ("layernorm_forward", "layernorm_backward", "residual_forward", "linear_backward",
                  "Adam (optimiser step)"):

@@ -104,16 +104,19 @@ def test_the_fallback_that_cannot_write_its_cache_compiles_its_kernels(tmp_path)
     np.testing.assert_allclose(np.array(json.loads(out)), expected, rtol=1e-12, atol=1e-14)
 
 
-def test_blas_threads_limits_the_count_on_either_path():
-    with threads.blas_threads(1):
+def test_set_num_threads_limits_the_count_on_either_path():
+    unlimited = threads.blas_thread_count()
+    with threads.set_num_threads(1):
         assert threads.blas_thread_count() == 1
-    with threads.blas_threads(1), threads.blas_threads(None):      # None: no change
+        with threads.set_num_threads(None):                 # None: the limit lifted, in the block
+            assert threads.blas_thread_count() == unlimited
         assert threads.blas_thread_count() == 1
+    assert threads.blas_thread_count() == unlimited
 
 
 def test_without_a_blas_threadpoolctl_knows_the_cores_count(monkeypatch):
     """Where threadpoolctl sees no BLAS (Accelerate), split_work still splits on a machine with cores."""
     monkeypatch.setattr(threads, "NUMPY_BLAS_CONTROLLER", None)
     assert threads.blas_thread_count() == (os.cpu_count() or 1)
-    with threads.blas_threads(1):
+    with threads.set_num_threads(1):
         assert threads.blas_thread_count() == 1

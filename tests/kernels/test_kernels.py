@@ -128,11 +128,11 @@ def test_gelu_backward_reads_the_forward_output():
     np.testing.assert_allclose(K.gelu_backward(dy, h, y), K.gelu_backward(dy, h), rtol=1e-13, atol=1e-15)
     assert K.gelu_backward(np.ones((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))[0, 0] == 0.5
     for dtype in (np.float32, np.float64):              # two halves of rows on two threads: the same
-        from course_lib.kernels._fast.threads import blas_threads
+        from course_lib.kernels._fast.threads import set_num_threads
         big = randn(300, 301).astype(dtype)
-        with blas_threads(1):
+        with set_num_threads(1):
             one = K.gelu_forward(big), K.gelu_backward(big, big, K.gelu_forward(big))
-        with blas_threads(2):
+        with set_num_threads(2):
             np.testing.assert_array_equal(K.gelu_forward(big), one[0])
             np.testing.assert_array_equal(K.gelu_backward(big, big, K.gelu_forward(big)), one[1])
 
@@ -211,13 +211,13 @@ def test_attention(causal, n_heads, T):
 def test_attention_in_blocks_of_rows_on_two_threads_is_the_definition_every_time(T, dtype):
     """The BLAS path: blocks of query rows (the causal ones skipping masked keys), the (b, h) pairs
     split over two threads. Same as the NumPy twin; bit for bit the same on one thread."""
-    from course_lib.kernels._fast.threads import blas_threads
+    from course_lib.kernels._fast.threads import set_num_threads
     B, C, H = 3, 16, 4
     qkv = randn(B, T, 3 * C).astype(dtype)
     dout = randn(B, T, C).astype(dtype)
     tol = 1e-12 if dtype == np.float64 else 2e-5
     for causal in (False, True):
-        with blas_threads(2):
+        with set_num_threads(2):
             out, att = K.attention_forward(qkv, H, causal)
             dqkv = K.attention_backward(dout, qkv, att, causal)
         ref_out, ref_att = numpy_ref.attention_forward(qkv.astype(np.float64), H, causal)
@@ -225,7 +225,7 @@ def test_attention_in_blocks_of_rows_on_two_threads_is_the_definition_every_time
         np.testing.assert_allclose(att, ref_att, rtol=tol, atol=tol)
         ref = numpy_ref.attention_backward(dout.astype(np.float64), qkv.astype(np.float64), ref_att)
         np.testing.assert_allclose(dqkv, ref, rtol=tol, atol=tol)
-        with blas_threads(1):
+        with set_num_threads(1):
             out1, att1 = K.attention_forward(qkv, H, causal)
             dqkv1 = K.attention_backward(dout, qkv, att, causal)
         for a, b in ((out, out1), (att, att1), (dqkv, dqkv1)):

@@ -8,6 +8,7 @@ import numba
 import numpy as np
 import pytest
 
+from course_lib import presets
 from course_lib.kernels._fast import jit, threads
 from support import time_limit
 
@@ -29,7 +30,7 @@ def recorder():
 @pytest.mark.parametrize("n_threads, bounds", [(2, [0, 3, 7]), (3, [0, 2, 4, 7]), (8, list(range(8)))])
 def test_the_pieces_in_as_many_ranges_as_threads_allowed(n_threads, bounds):
     calls, rows = recorder()
-    with threads.blas_threads(n_threads):
+    with threads.set_num_threads(n_threads):
         threads.split_work(rows, 7, "x")
     assert calls == [("ranges", bounds, "x")]
 
@@ -37,7 +38,7 @@ def test_the_pieces_in_as_many_ranges_as_threads_allowed(n_threads, bounds):
 @pytest.mark.parametrize("n", [0, 1, 5])
 def test_one_thread_when_one_is_allowed_or_there_is_one_piece(n):
     calls, rows = recorder()
-    with threads.blas_threads(1):
+    with threads.set_num_threads(1):
         threads.split_work(rows, n, "x")
     assert calls == [("rows", 0, n, "x")]
 
@@ -46,14 +47,14 @@ def test_one_thread_when_one_is_allowed_or_there_is_one_piece(n):
                                                  (100, 1, [0, 2, 4, 6, 8])])
 def test_the_work_caps_the_threads(work, grain, bounds):
     calls, rows = recorder()
-    with threads.blas_threads(4):
+    with threads.set_num_threads(4):
         threads.split_work(rows, 8, "x", work=work, grain=grain)
     assert calls == ([("rows", 0, 8, "x")] if bounds is None else [("ranges", bounds, "x")])
 
 
 def test_inner_boundaries_are_multiples_of_align():
     calls, rows = recorder()
-    with threads.blas_threads(3):
+    with threads.set_num_threads(3):
         threads.split_work(rows, 100, "x", align=16)
         threads.split_work(rows, 20, "x", align=16)      # one whole multiple: one range
     assert calls == [("ranges", [0, 32, 64, 100], "x"), ("rows", 0, 20, "x")]
@@ -61,7 +62,7 @@ def test_inner_boundaries_are_multiples_of_align():
 
 def test_a_second_caller_meanwhile_and_a_forked_child_work_alone(monkeypatch):
     calls, rows = recorder()
-    with threads.blas_threads(2):
+    with threads.set_num_threads(2):
         with threads._pool_lock:                 # another thread's parallel loop is running
             threads.split_work(rows, 4, "second")
         monkeypatch.setattr(threads, "_parent", -1)
@@ -79,7 +80,7 @@ def test_the_ranges_run_on_numbas_threads():
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has one thread here")
     ids = np.full(6, -1)
-    with threads.blas_threads(2):
+    with threads.set_num_threads(2):
         threads.split_work(_thread_of_each_piece, 6, ids)
         assert sorted(set(ids.tolist())) == [0, 1] and ids[0] == ids[2] and ids[3] == ids[5]
 
@@ -118,7 +119,7 @@ def test_a_split_kernels_loop_is_loaded_from_numbas_cache_in_the_next_process(tm
     code = ("import numpy as np\n"
             "from course_lib.kernels import activations\n"
             "from course_lib.kernels._fast import threads\n"
-            "with threads.blas_threads(2):\n"
+            "with threads.set_num_threads(2):\n"
             "    activations.gelu_forward(np.ones((256, 4096)))\n"
             "stats = activations._gelu_forward_rows.ranges.stats\n"
             "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n")
@@ -144,7 +145,7 @@ def test_the_environment_limits_the_threads(monkeypatch, name):
     monkeypatch.setattr(threads, "available_cores", lambda: 8)
     monkeypatch.setattr(threads, "blas_thread_count", lambda: 8)
     monkeypatch.setattr(threads, "ENVIRONMENT_LIMIT", None)     # what this process was started with
-    with threads.blas_threads(None):
+    with threads.set_num_threads(None):
         assert threads.get_num_threads() == 8
         monkeypatch.setattr(threads, "ENVIRONMENT_LIMIT", 3)
         assert threads.get_num_threads() == 3
@@ -160,27 +161,36 @@ def test_course_lib_num_threads_on_import_limits_the_kernels_and_blas():
     assert run.stdout.split() == ["1", "1"]
 
 
-def test_set_num_threads_sets_the_kernels_and_blas():
-    before = threads.blas_thread_count()
+def test_set_num_threads_sets_the_kernels_and_blas_until_lifted_or_the_block_ends():
+    before = (threads.get_num_threads(), threads.blas_thread_count())
     try:
-        threads.set_num_threads(3)
+        threads.set_num_threads(3)                          # a call: from now on
         assert threads.get_num_threads() == 3 and threads.blas_thread_count() == 3
-        with threads.blas_threads(1):                    # a block inside still decides
-            assert threads.get_num_threads() == 1
+        with threads.set_num_threads(1):                    # a block inside decides inside it
+            assert threads.get_num_threads() == 1 and threads.blas_thread_count() == 1
+        assert threads.get_num_threads() == 3 and threads.blas_thread_count() == 3
+        threads.set_num_threads(5)                          # a second call replaces the first
+        assert threads.get_num_threads() == 5 and threads.blas_thread_count() == 5
     finally:
         threads.set_num_threads(None)
-        threads.set_num_threads(before)
-        threads.set_num_threads(None)
+    assert (threads.get_num_threads(), threads.blas_thread_count()) == before
     for bad in (0, -1, 2.0, True, "2"):
         with pytest.raises(ValueError, match="whole number >= 1"):
             threads.set_num_threads(bad)
+
+
+def test_threads_for_model_is_one_for_a_small_model_else_the_limit():
+    small, large = presets.deep_dive(), presets.gpt2(d_model=768)
+    assert threads.threads_for_model(small, 32 * small.seq_len) == 1
+    with threads.set_num_threads(3):
+        assert threads.threads_for_model(large, 32 * 128) == 3
 
 
 def test_blas_inline_runs_blas_on_one_thread_and_restores_it():
     from course_lib.kernels._fast.blas import NUMPY_BLAS_CONTROLLER
     if NUMPY_BLAS_CONTROLLER is None:
         pytest.skip("a BLAS threadpoolctl cannot see")
-    with threads.blas_threads(3):
+    with threads.set_num_threads(3):
         with threads.blas_inline():
             with threads.blas_inline():
                 assert NUMPY_BLAS_CONTROLLER.get_num_threads() == 1

@@ -14,7 +14,7 @@ import course_lib as cl
 from course_lib import optim
 from course_lib.kernels import activations, cross_entropy, layernorm, linear, residual
 from course_lib.kernels._fast import blas, copy, products, reduce, threads
-from course_lib.kernels._fast.threads import blas_threads, get_num_threads
+from course_lib.kernels._fast.threads import set_num_threads, get_num_threads
 from support import time_limit
 
 pytestmark = pytest.mark.skipif(blas.NUMPY_BLAS is None, reason="on the fallback BLAS the products are "
@@ -35,7 +35,7 @@ def steps(cfg, threads, n_steps=2):
     opt = optim.AdamW(model.params, lr=1e-3)
     rng = np.random.default_rng(1)
     out = []
-    with blas_threads(threads):
+    with set_num_threads(threads):
         assert threads is None or get_num_threads() == threads
         for _ in range(n_steps):
             tokens = rng.integers(0, cfg.vocab_size, size=(4, cfg.seq_len))
@@ -81,7 +81,7 @@ def test_two_python_threads_training_at_once_get_the_same_bytes(monkeypatch):
 
     def train(i):
         results[i] = steps(cfg, None)
-    with blas_threads(2):
+    with set_num_threads(2):
         workers = [threading.Thread(target=train, args=(i,)) for i in range(2)]
         for w in workers:
             w.start()
@@ -98,7 +98,7 @@ def test_a_small_layer_in_one_call_gives_the_bytes_of_the_split_one(monkeypatch,
     whole = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
     monkeypatch.setattr(linear, "GRAIN", 1)     # the bias added by rows, summed by columns, split
     assert not linear._one_call(x, w)
-    with blas_threads(3):
+    with set_num_threads(3):
         split = [linear.linear_forward(x, w, b), *linear.linear_backward(dy, x, w, True)]
     assert [a.tobytes() for a in whole] == [a.tobytes() for a in split]
 
@@ -112,9 +112,9 @@ def test_a_small_layers_backward_runs_its_two_products_on_two_threads(monkeypatc
     assert linear._one_call(x, w)
     used = []
     monkeypatch.setattr(threads, "observer", used.append)
-    with blas_threads(1):
+    with set_num_threads(1):
         alone = linear.linear_backward(dy, x, w, True)
-    with blas_threads(2):
+    with set_num_threads(2):
         pair = linear.linear_backward(dy, x, w, True)
         linear.linear_backward(dy[:, :4], x, w[:, :4], True)       # 65,536 multiply-adds each: one thread
     assert used == ([2] if threads.threads_spin() else [])      # (the workqueue: the test below)
@@ -131,7 +131,7 @@ def test_where_numbas_threads_sleep_a_small_layers_backward_stays_on_one_thread(
             "used = []\n"
             "threads.observer = used.append\n"
             "x, w, dy = (np.ones(s, np.float32) for s in ((256, 64), (64, 256), (256, 256)))\n"
-            "with threads.blas_threads(2):\n"
+            "with threads.set_num_threads(2):\n"
             "    dx, dw, db = linear.linear_backward(dy, x, w, True)\n"
             "print(threads.threads_spin(), used, dx[0, 0], dw[0, 0], db[0])\n")
     env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue", "NUMBA_NUM_THREADS": "2"}
@@ -172,7 +172,7 @@ def test_a_pair_of_products_is_both_in_the_same_bytes_on_any_thread_count(monkey
     x, w, dy = (rng.standard_normal(s).astype(dtype) for s in ((1024, 256), (256, 768), (1024, 768)))
     pairs = []
     for n in (1, 2, 3, 8):
-        with blas_threads(n):
+        with set_num_threads(n):
             pairs.append([p.tobytes() for p in products.product_pair(dy, w.T, x.T, dy)])
     assert all(p == pairs[0] for p in pairs)
     dx, dw = products.product_pair(dy, w.T, x.T, dy)
@@ -184,7 +184,7 @@ def test_a_pair_of_products_is_both_in_the_same_bytes_on_any_thread_count(monkey
 GRID_CHECK = """
 import os, numpy as np
 from course_lib.kernels._fast import products
-from course_lib.kernels._fast.threads import available_cores, blas_threads
+from course_lib.kernels._fast.threads import available_cores, set_num_threads
 rng = np.random.default_rng(0)
 a, b = rng.standard_normal((1024, 256), dtype=np.float32), rng.standard_normal((256, 768), dtype=np.float32)
 whole = products.product(a, b).tobytes()
@@ -193,7 +193,7 @@ os.sched_setaffinity(0, {min(cores)})
 assert available_cores() == 1
 print(products.product(a, b).tobytes() == whole)
 os.sched_setaffinity(0, cores)
-with blas_threads(3):
+with set_num_threads(3):
     print(products.product(a, b).tobytes() == whole)
 other = 32 if products.MAX_TILES == 2 else 2
 products.tile_shape = lambda M, N, K, tile_shape=products.tile_shape: tile_shape(M, N, K, other)

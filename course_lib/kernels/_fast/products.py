@@ -21,7 +21,7 @@ tiles as alone (on 2 cores each is one call, on a thread of its own).
 Products up to SMALL_PRODUCT multiply-adds (all of the course model's) are one call, on the
 calling thread, whatever the thread count: cut in tiles they cost more on one thread (each tile
 packs its operands again), and training the course model runs on one thread
-(threads.blas_threads_for).
+(threads.threads_for_model).
 
 On the fallback BLAS (blas.py) products are whole, through Numba's `a @ b` and its BLAS's threads.
 """

@@ -3,16 +3,16 @@
 One number limits course_lib's threads: the kernels' own (Numba's parallel loops) and BLAS's. By
 default it is the cores this process may run on (os.sched_getaffinity where the system has it),
 lowered by COURSE_LIB_NUM_THREADS, NUMBA_NUM_THREADS or OMP_NUM_THREADS when set on import
-(applied to BLAS too, by limit_blas_from_environment) and by BLAS's own limit. `set_num_threads(n)`,
-and inside a block `with blas_threads(n)`, set it to n for both (more than the cores if asked:
-the tests do that). The kernels' threads and BLAS's take turns: a kernel that multiplies on its
+(applied to BLAS too, by limit_blas_from_environment) and by BLAS's own limit. `set_num_threads(n)`
+sets it to n for both, from then on or inside a `with` block (more than the cores if asked: the
+tests do that). The kernels' threads and BLAS's take turns: a kernel that multiplies on its
 own threads has BLAS run each product in the calling thread (blas_inline), so the two never ask
 for more cores than that number between them.
 
 OpenBLAS threads spin between calls. At the course model's size every product is small: on an
 idle machine a second thread helps a step only a little, and when the machine is busy the
 spinning steals the core that the Numba kernels run on. Training therefore uses one BLAS thread
-for small models (blas_threads_for), and with it one thread for the kernels.
+for small models (threads_for_model), and with it one thread for the kernels.
 
 split_work runs a kernel's independent pieces (rows, (batch row, head) pairs, tiles, stretches
 of Adam's parameters) as contiguous ranges, in a Numba `prange` loop, on as many threads as the
@@ -31,11 +31,6 @@ from .private import blas_symbol, launch_numba_threads
 from .tuning import SMALL_MODEL_PRODUCTS
 
 LIMIT_VARIABLES = ("COURSE_LIB_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
-
-
-def blas_threads_for(config, rows):
-    """1 for small products (rows = tokens per step), else None (leave the default)."""
-    return 1 if rows * config.d_model * config.d_model < SMALL_MODEL_PRODUCTS else None
 
 
 def available_cores():
@@ -61,71 +56,67 @@ def _limit_from_environment():
 ENVIRONMENT_LIMIT = _limit_from_environment()   # read once, on import (as Numba and OpenBLAS do)
 
 
-_set_limit = None    # set_num_threads(n)'s n
-
-
 def limit_blas_from_environment():
     """Once, on import: BLAS limited to LIMIT_VARIABLES' number where that is lower than its own."""
     if ENVIRONMENT_LIMIT is not None and ENVIRONMENT_LIMIT < blas_thread_count():
         threadpool_limits(limits=ENVIRONMENT_LIMIT, user_api="blas")
 
 
-def set_num_threads(n):
-    """Limit course_lib to n threads: its kernels' and NumPy's BLAS (which the kernels call).
-    n=None lifts the limit set here (the environment's and the cores' remain)."""
-    global _set_limit
-    if n is not None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"set_num_threads: n must be a whole number >= 1, got {n!r}")
-        threadpool_limits(limits=n, user_api="blas")
-    _set_limit = n
+_limit = None               # set_num_threads' n now (None: none set)
+_blas_unlimited = None      # BLAS's own count when the first limit was set: what n=None gives back
+_controller = None          # threadpoolctl's, found once (finding the libraries is slow)
 
 
-def get_num_threads():
-    """The threads course_lib's kernels may use now: n of the innermost `with blas_threads(n)`
-    block, else set_num_threads' n, else the cores this process may use, lowered by
-    LIMIT_VARIABLES and by BLAS's own limit (OPENBLAS_NUM_THREADS, threadpool_limits)."""
-    if _limit is not None:
-        return _limit
-    if _set_limit is not None:
-        return _set_limit
-    n = min(available_cores(), blas_thread_count())
-    return n if ENVIRONMENT_LIMIT is None else min(n, ENVIRONMENT_LIMIT)
-
-
-class blas_threads:
-    """`with blas_threads(n):` limits BLAS and the kernels to n threads inside the block (n=None:
-    no change). The same object can be entered again and again (once per training step, say)."""
+class set_num_threads:
+    """`set_num_threads(n)`: course_lib uses n threads from now on, for its kernels and for NumPy's
+    BLAS (which the kernels call); `with set_num_threads(n):` only inside the block (the limit
+    before it comes back at its end). n=None lifts the limit set here (the environment's and the
+    cores' remain). threads_for_model(config, rows) is the n that training uses."""
 
     def __init__(self, n):
-        self.n = n
-        self._limits = None
-
-    _controller = None
+        global _limit, _blas_unlimited, _controller
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"set_num_threads: n must be a whole number >= 1, got {n!r}")
+        if _limit is None and NUMPY_BLAS_CONTROLLER is not None:
+            _blas_unlimited = NUMPY_BLAS_CONTROLLER.get_num_threads()
+        blas = n if n is not None else _blas_unlimited if _limit is not None else None
+        self._outer, self._blas = _limit, None
+        if blas is not None:
+            if _controller is None:
+                _controller = ThreadpoolController()
+            self._blas = _controller.limit(limits=blas, user_api="blas")
+        _limit = n
 
     def __enter__(self):
-        global _limit
-        if self.n is not None:
-            if blas_threads._controller is None:          # finding the libraries is slow: once
-                blas_threads._controller = ThreadpoolController()
-            self._limits = blas_threads._controller.limit(limits=self.n, user_api="blas")
-            self._outer, _limit = _limit, self.n
         return self
 
     def __exit__(self, *exc):
         global _limit
-        if self._limits is not None:
-            self._limits.restore_original_limits()
-            self._limits, _limit = None, self._outer
+        if self._blas is not None:
+            self._blas.restore_original_limits()
+        _limit = self._outer
 
 
-_limit = None     # the innermost `blas_threads(n)` block's n
+def get_num_threads():
+    """The threads course_lib's kernels may use now: set_num_threads' n, else the cores this
+    process may use, lowered by LIMIT_VARIABLES and by BLAS's own limit (OPENBLAS_NUM_THREADS,
+    threadpool_limits)."""
+    if _limit is not None:
+        return _limit
+    n = min(available_cores(), blas_thread_count())
+    return n if ENVIRONMENT_LIMIT is None else min(n, ENVIRONMENT_LIMIT)
+
+
+def threads_for_model(config, rows):
+    """The threads a training step of this model uses (rows = tokens per step): 1 for small products
+    (a second thread only spins, see the module's docstring), else as many as allowed now."""
+    return 1 if rows * config.d_model * config.d_model < SMALL_MODEL_PRODUCTS else get_num_threads()
 
 
 def blas_thread_count():
     """How many threads NumPy's BLAS may use now, whichever library it is and whether or not the
-    kernels call it (blas.py's fallback): as threadpoolctl reads it (and sets it, in `blas_threads`
-    or the learner's own threadpool_limits), else the cores, within any `blas_threads` block."""
+    kernels call it (blas.py's fallback): as threadpoolctl reads it (and sets it, in set_num_threads
+    or the learner's own threadpool_limits), else the cores, within set_num_threads' n."""
     if _inline_depth:
         n = _inline_outside
     elif NUMPY_BLAS_CONTROLLER is not None:

@@ -41,7 +41,7 @@ BLOCK = 32                    # query rows a block in the BLAS path; causal bloc
 
 # -- threads and BLAS: kernels/_fast/threads.py, spin.py, reduce.py ---------------------------
 SMALL_MODEL_PRODUCTS = 1 << 22   # rows x d_model x d_model below which training uses one BLAS
-#                                  thread (blas_threads_for): spinning threads steal the kernels'
+#                                  thread (threads_for_model): spinning threads steal the kernels'
 #                                  core at the course model's size (2026-11-22)
 SPIN_EXPONENT = 20            # OpenBLAS's idle threads spin 2^20 cycles, not 2^28: right after a
 #                               product attention and GELU ran about twice as slow (2026-11-24)
