@@ -27,6 +27,7 @@ from ..gradcheck import Node
 from .cases import Output, Spec, call_hinted, check_case, product_errors
 from .core import (case_rng, CheckFailed, as_array, checker, diagnose, expect_arrays, expect_float64,
                    expect_shape, short_repr, stage, tiered)
+from .library import part as library_part
 
 __all__ = ["check_two_layer_mlp", "check_fork_backward", "check_graph_ops", "check_reverse_mode"]
 
@@ -212,7 +213,8 @@ def _random_net(rng, N, I, F, O, dtype=np.float64):
 
 
 # course_lib's kernels compute this network (notebook 06): 9.2 and 9.3 write it from the formulas
-_KERNELS = ["kernels.linear_forward", "kernels.relu_forward", "kernels.linear_backward", "kernels.relu_backward"]
+_KERNELS = [library_part(f"kernels.{name}")
+            for name in ("linear_forward", "relu_forward", "linear_backward", "relu_backward")]
 
 
 @checker(library=_KERNELS)
@@ -276,6 +278,8 @@ def _fork_mistakes(dy, x, W):
                                 "(or a second `dx = ...` line overwrote the first; use `+`)"),
         ((dy @ W.T) * mask, _IN_SEQUENCE),
         ((dy * mask) @ W.T, _IN_SEQUENCE),
+        ((dy @ W.T) * (dy * mask), _TWO_USES + "Yours multiplies the two paths' gradients: they add "
+                                               "(the fork rule), dx = path 1 + path 2"),
         (dy @ W + dy * mask, "the path through x @ W gives dy @ W.T: W is transposed in the "
                              "backward pass"),
         (dy @ W.T + dy, "the ReLU path passes the gradient only where x > 0: "

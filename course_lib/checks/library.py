@@ -26,7 +26,7 @@ import importlib
 import sys
 import types
 
-__all__ = ["Solution", "HandedToLibrary", "equivalent", "watched"]
+__all__ = ["Solution", "HandedToLibrary", "equivalent", "part", "watched"]
 
 _HINT = ("write the computation yourself (other course_lib functions may help): course_lib's "
          "version is there to compare with once yours passes")
@@ -71,12 +71,24 @@ class Solution:
         raise ImportError(f"no course_lib.{self.path}")
 
 
+_INSIDE = "which computes what this exercise asks you to write, inside it"
+_PART = "which does part of what this exercise asks you to write"
+
+
 def equivalent(path):
     """A course_lib function that is not the exercise's solution but computes its answer inside
     (cross-entropy's probabilities are a softmax): as much a library call, and as absent while
     an exercise is graded. Each such function is listed, and tested, with its exercise."""
-    sol = Solution(path, what="which computes what this exercise asks you to write, inside it")
-    sol.equivalent = True
+    sol = Solution(path, what=_INSIDE)
+    sol.role = _INSIDE
+    return sol
+
+
+def part(path):
+    """A course_lib kernel that does one step of the exercise (9.2's network is made of linear and
+    ReLU layers): a library call there, reported as a part of the answer, not the whole of it."""
+    sol = Solution(path, what=f"a kernel {_PART}")
+    sol.role = _PART
     return sol
 
 
@@ -91,9 +103,9 @@ def solutions(entries):
         kernel = sol.path.removeprefix("kernels.")
         if kernel != sol.path and "." not in kernel:
             if hasattr(importlib.import_module("course_lib.kernels.numpy_ref"), kernel):
-                out.append(Solution("kernels.numpy_ref." + kernel, what=f"the NumPy twin of {sol.name}, which "
-                                    "computes what this exercise asks you to write, inside it")
-                           if getattr(sol, "equivalent", False) else Solution("kernels.numpy_ref." + kernel))
+                role = getattr(sol, "role", None)
+                twin = role and f"the NumPy twin of {sol.name}, {role}"
+                out.append(Solution("kernels.numpy_ref." + kernel, what=twin))
             out += _helpers(sol)
     return out
 
@@ -107,9 +119,7 @@ def _helpers(sol):
     module = sys.modules[fn.__module__]
     path = fn.__module__.removeprefix("course_lib.")
     out = []
-    what = f"the loops of {sol.name}, " + (
-        "which computes what this exercise asks you to write, inside it" if getattr(sol, "equivalent", False)
-        else "the kernel this exercise asks you to write")
+    what = f"the loops of {sol.name}, " + getattr(sol, "role", "the kernel this exercise asks you to write")
     for name in fn.__code__.co_names:
         kernel = getattr(module, name, None)
         if name.startswith("_") and _is_dispatcher(kernel):

@@ -299,6 +299,7 @@ def _linear_only(dy, x, W):
     (lambda dy, x, W: (dy @ W.T + dy * (x > 0), dy.T @ x), "its transpose"),
     (lambda dy, x, W: ((dy @ W.T) * (x > 0), x.T @ dy), "side by side, not in sequence"),
     (lambda dy, x, W: ((dy * (x > 0)) @ W.T, x.T @ dy), "add the paths, don't multiply"),
+    (lambda dy, x, W: ((dy @ W.T) * (dy * (x > 0)), x.T @ dy), "multiplies the two paths' gradients"),
     (lambda dy, x, W: (2 * dy @ W.T, x.T @ dy), "doubles the path through x @ W"),
 ])
 def test_fork_mistakes_named(wrong, hint, capsys):
@@ -427,6 +428,7 @@ def test_kernel_built_network_and_fork_are_library_calls(capsys):
                        (cl.checks.check_fork_backward, (fork_backward_kernels,))):
         result, out = run_check(check, *fns, capsys=capsys)
         assert result.status == "library call" and "linear_backward" in out, out
+        assert "a kernel which does part of what this exercise asks you to write" in out, out
 
 
 def test_mlp_and_fork_signs_named(capsys):
