@@ -251,9 +251,9 @@ def _expect_not_swapped(out, A, Tq, Tk, Dv):
                           f"and A {(Tq, Tk)}", hint="you seem to return (A, out); return (out, A)")
 
 
-def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
+def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9, values=True, errors=_ERRORS):
     Tq, Tk, Dv = Q.shape[0], K.shape[0], V.shape[1]
-    out, A = expect_arrays(result_of(attention, Q, K, V, errors=_ERRORS), ["out", "A"], "attention(Q, K, V)")
+    out, A = expect_arrays(result_of(attention, Q, K, V, errors=errors), ["out", "A"], "attention(Q, K, V)")
     _expect_not_swapped(out, A, Tq, Tk, Dv)
     if A.shape == (Tk, Tq) and Tk != Tq:
         raise CheckFailed(f"A has shape {A.shape}, expected (T_q, T_k) = {(Tq, Tk)}",
@@ -263,6 +263,8 @@ def _check_attention_case(attention, Q, K, V, rtol=1e-6, atol=1e-9):
         raise CheckFailed(f"out has shape {out.shape}, expected (T_q, D_v) = {(Tq, Dv)}",
                           hint="out = A @ V has one row per query: do not transpose it")
     expect_shape(out, (Tq, Dv), what="out", hint="out = A @ V has shape (T_q, D_v)")
+    if not values:
+        return
     _expect_finite_rows(A, _global_max_softmax(Q @ K.T / np.sqrt(Q.shape[-1])), what="A",
                         hint="compute the softmax stably (Exercise 3.1): subtract each row's maximum")
     _rows_sum_to_one(A, what="A", axis_name="query's row (over the keys)")
@@ -282,17 +284,7 @@ def check_single_head_attention(attention):
         hint = tiered("here Q is (3, 4), K is (5, 4), V is (5, 2): the scores and A are (T_q, T_k) = "
                       "(3, 5) and out is (T_q, D_v) = (3, 2); print the shapes of your intermediate "
                       "arrays", "S = Q @ K.T is (3, 5), out = A @ V is (3, 2)")
-        out, A = expect_arrays(result_of(attention, Q, K, V, errors=_errors(matmul_hint=hint)), ["out", "A"],
-                               "attention(Q, K, V)")
-        _expect_not_swapped(out, A, 3, 5, 2)
-        if A.shape == (5, 3):
-            raise CheckFailed("A has shape (5, 3), expected (T_q, T_k) = (3, 5)",
-                              hint="S = Q @ K.T has one row per query; did you compute K @ Q.T?")
-        expect_shape(A, (3, 5), what="A", hint="A = softmax(Q @ K.T / sqrt(D)) has shape (T_q, T_k)")
-        if out.shape == (2, 3):
-            raise CheckFailed("out has shape (2, 3), expected (T_q, D_v) = (3, 2)",
-                              hint="out = A @ V has one row per query: do not transpose it")
-        expect_shape(out, (3, 2), what="out", hint="out = A @ V has shape (T_q, D_v)")
+        _check_attention_case(attention, Q, K, V, values=False, errors=_errors(matmul_hint=hint))
     with stage("hand-checkable case"):
         # T_q = 2, T_k = 3, D = 4, D_v = 5, all different, so that every wrong scale shows.
         # sqrt(D) = 2: query 0 scores [ln 3, 0, 0] -> A = [3/5, 1/5, 1/5]; query 1 scores 0 -> 1/3 each;
